@@ -1,0 +1,39 @@
+"""scaleenv: manufacture executable, verifiable tool-use worlds for training LLM agents with RL.
+
+Imports are lazy so that ``import scaleenv`` stays fast; the names below load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "ScaleEnvError": "scaleenv.errors",
+    "SpecError": "scaleenv.errors",
+    "ToolError": "scaleenv.errors",
+    "DomainSpec": "scaleenv.spec.models",
+    "ToolSpec": "scaleenv.spec.models",
+    "Table": "scaleenv.spec.models",
+    "Column": "scaleenv.spec.models",
+    "validate_spec": "scaleenv.spec.validate",
+    "World": "scaleenv.world.world",
+    "Episode": "scaleenv.episode.episode",
+    "Reward": "scaleenv.reward.state",
+    "compute_reward": "scaleenv.reward.state",
+    "AnswerFact": "scaleenv.reward.facts",
+    "execute_tool": "scaleenv.tools.runtime",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'scaleenv' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value

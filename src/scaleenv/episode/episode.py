@@ -1,0 +1,122 @@
+"""An episode owns one private world. Agent mistakes come back as tool errors and never raise."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scaleenv.reward.facts import AnswerFact
+from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
+from scaleenv.reward.state import Reward, compute_reward
+from scaleenv.spec.models import DomainSpec
+from scaleenv.tools.runtime import ToolResult, error_output, execute_tool
+from scaleenv.world.world import World
+
+
+@dataclass
+class ErrorStats:
+    calls: int = 0
+    errors: int = 0
+    by_code: Counter = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"calls": self.calls, "errors": self.errors, "by_code": dict(sorted(self.by_code.items()))}
+
+
+class Episode:
+    """A private world for one agent.
+
+    ``initial`` is the snapshot every ``reset()`` returns to. ``expected`` is the verified final
+    world (may be shared read-only between episodes of the same task). ``gold_keys`` are the rows
+    the gold chain touched; together with the rows the agent touched they bound what
+    ``evaluate()`` has to compare.
+    """
+
+    def __init__(
+        self,
+        spec: DomainSpec,
+        initial: bytes,
+        expected: World | None = None,
+        *,
+        answer_facts: Iterable[AnswerFact] = (),
+        gold_keys: Mapping[str, Iterable[Any]] | None = None,
+        tools: Iterable[str] | None = None,
+        matcher: Matcher = fuzzy_similarity,
+        threshold: float = DEFAULT_THRESHOLD,
+    ):
+        self.spec = spec
+        self._initial = initial
+        self.expected = expected
+        self.answer_facts = list(answer_facts)
+        self.gold_keys = {t: set(ks) for t, ks in (gold_keys or {}).items()}
+        allowed = set(tools) if tools is not None else None
+        self._tools = {t.name: t for t in spec.tools if allowed is None or t.name in allowed}
+        self._schemas = [t.openai_schema() for t in self._tools.values()]
+        self.matcher = matcher
+        self.threshold = threshold
+        self.world = World.from_snapshot(spec, initial)
+        self.stats = ErrorStats()
+        self.said: list[str] = []
+
+    def reset(self) -> None:
+        """Return to the initial state (deserialize; no re-parsing) and clear statistics."""
+        self.world.restore(self._initial)
+        self.stats = ErrorStats()
+        self.said = []
+
+    @property
+    def tool_names(self) -> list[str]:
+        return list(self._tools)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI function schemas."""
+        return self._schemas
+
+    def call_tool(self, name: Any, args: Any = None) -> ToolResult:
+        """Run a tool call from the agent. Never raises: failures are error results, counted in ``stats``."""
+        self.stats.calls += 1
+        tool = self._tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            shown = str(name)[:64]
+            result = ToolResult(False, error_output("unknown_tool", f"no tool named {shown!r}"), error="unknown_tool",
+                                message=f"no tool named {shown!r}")
+        else:
+            result = execute_tool(self.world, tool, args)
+        if not result.ok:
+            self.stats.errors += 1
+            self.stats.by_code[result.error] += 1
+        return result
+
+    def say(self, text: str) -> None:
+        """Record a message from the agent to the user (answer facts are checked against these)."""
+        if isinstance(text, str):
+            self.said.append(text)
+
+    def state_hash(self) -> str:
+        return self.world.state_hash()
+
+    def snapshot(self) -> bytes:
+        return self.world.snapshot()
+
+    def evaluate(self, said: str | None = None) -> Reward:
+        """Score the current world against the expected one (and the answer facts)."""
+        if self.expected is None:
+            raise ValueError("this episode has no expected world to evaluate against")
+        keys: dict[str, set[Any]] = {t: set(k) for t, k in self.gold_keys.items()}
+        for t, ks in self.world.touched().items():
+            keys.setdefault(t, set()).update(ks)
+        text = "\n".join(self.said) if said is None else said
+        return compute_reward(
+            self.world,
+            self.expected,
+            answer_facts=self.answer_facts,
+            said=text,
+            keys=keys,
+            matcher=self.matcher,
+            threshold=self.threshold,
+        )
+
+    def close(self) -> None:
+        self.world.close()

@@ -1,0 +1,50 @@
+"""Answer facts: values an agent must state to the user for read goals."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from rapidfuzz import fuzz
+
+from scaleenv.reward.match import normalize_text
+
+_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+class AnswerFact(BaseModel):
+    """A value the agent must state. ``name`` says what it is (for diffs and instructions)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    value: Any
+
+
+def _numbers(text: str) -> list[float]:
+    out = []
+    for tok in _NUM.findall(text):
+        try:
+            out.append(float(tok.replace(",", "")))
+        except ValueError:
+            continue
+    return out
+
+
+def fact_stated(fact: AnswerFact, text: str) -> bool:
+    """Whether ``text`` (what the agent told the user) states ``fact``'s value.
+
+    Numbers match by value (``1,234.50`` states 1234.5); text matches case-insensitively, or fuzzily
+    when the value is long enough for a near match to be meaningful.
+    """
+    v = fact.value
+    if isinstance(v, bool):
+        v = "yes" if v else "no"
+    if isinstance(v, int | float):
+        return any(abs(n - float(v)) <= 0.005 + 1e-9 * abs(float(v)) for n in _numbers(text))
+    needle, hay = normalize_text(str(v)), normalize_text(text)
+    if not needle:
+        return True
+    if needle in hay:
+        return True
+    return len(needle) >= 12 and fuzz.partial_ratio(needle, hay) >= 92

@@ -1,0 +1,191 @@
+"""Pydantic models of a domain: tables, columns, tools with SQL contracts.
+
+Contracts are SQL over the world with named parameters (``:name``) bound from the tool's
+arguments, never formatted into the string:
+
+* a **precondition** is a query that must return a row whose first column is truthy,
+  otherwise the tool fails with the contract's declared error;
+* an **effect** is a statement applied inside one savepoint (all or nothing);
+* a **postcondition** is a query that must hold after the effects, else everything rolls back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ColumnType = Literal["text", "integer", "real", "boolean", "date", "datetime", "json"]
+MatchPolicy = Literal["exact", "semantic", "exempt"]
+ParamType = Literal["string", "integer", "number", "boolean", "array"]
+ItemType = Literal["string", "integer", "number", "boolean"]
+
+TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Column(_Model):
+    """One typed column. ``foreign_key`` is ``"table.column"``; ``match`` drives the reward."""
+
+    name: str
+    type: ColumnType = "text"
+    description: str = ""
+    nullable: bool = False
+    default: Any = None
+    enum: list[str] | None = None
+    min: float | None = None
+    max: float | None = None
+    unique: bool = False
+    foreign_key: str | None = None
+    match: MatchPolicy = "exact"
+
+
+class Table(_Model):
+    """A table with a single-column primary key (``primary_key``)."""
+
+    name: str
+    description: str = ""
+    primary_key: str = "id"
+    columns: list[Column]
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+
+class Param(_Model):
+    """A flat tool parameter. ``column`` ("table.column") says which data it carries (used by the graph)."""
+
+    name: str
+    type: ParamType = "string"
+    description: str = ""
+    required: bool = True
+    enum: list[Any] | None = None
+    items: ItemType | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    column: str | None = None
+
+
+class Contract(_Model):
+    """An executable pre- or postcondition: ``sql`` must return a row with a truthy first column."""
+
+    sql: str
+    error: str = "precondition_failed"
+    message: str = ""
+
+
+class ErrorSpec(_Model):
+    code: str
+    description: str = ""
+
+
+class Generated(_Model):
+    """A value the runtime computes before the effects and binds as ``:name``.
+
+    ``next_id`` gives ``prefix`` + the next zero-padded number in ``table.column``;
+    ``now``/``today`` read the world's fixed logical clock, so runs stay deterministic.
+    """
+
+    kind: Literal["next_id", "now", "today"]
+    table: str | None = None
+    column: str | None = None
+    prefix: str = ""
+    width: int = 4
+
+
+class Returns(_Model):
+    """What a tool returns: the rows of ``query`` (run after the effects), shaped by ``mode``."""
+
+    description: str = ""
+    query: str | None = None
+    mode: Literal["one", "many", "scalar", "none"] = "one"
+    table: str | None = None
+
+
+class Implementation(_Model):
+    """``sql``: the effects and the returns query are the implementation.
+    ``python``: ``source`` defines ``run(db, args)`` over the world API; contracts still apply."""
+
+    kind: Literal["sql", "python"] = "sql"
+    source: str | None = None
+
+
+class ToolSpec(_Model):
+    name: str
+    description: str
+    kind: Literal["read", "write"] = "read"
+    parameters: list[Param] = Field(default_factory=list)
+    generated: dict[str, Generated] = Field(default_factory=dict)
+    returns: Returns = Field(default_factory=Returns)
+    preconditions: list[Contract] = Field(default_factory=list)
+    effects: list[str] = Field(default_factory=list)
+    postconditions: list[Contract] = Field(default_factory=list)
+    errors: list[ErrorSpec] = Field(default_factory=list)
+    implementation: Implementation = Field(default_factory=Implementation)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.parameters if p.name == name), None)
+
+    def openai_schema(self) -> dict[str, Any]:
+        """The tool as an OpenAI function-calling schema (``{"type": "function", "function": {...}}``)."""
+        props: dict[str, Any] = {}
+        for p in self.parameters:
+            prop: dict[str, Any] = {"type": p.type, "description": p.description or p.name}
+            if p.enum is not None:
+                prop["enum"] = list(p.enum)
+            if p.type == "array":
+                prop["items"] = {"type": p.items or "string"}
+            if p.minimum is not None:
+                prop["minimum"] = p.minimum
+            if p.maximum is not None:
+                prop["maximum"] = p.maximum
+            props[p.name] = prop
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": props,
+                    "required": [p.name for p in self.parameters if p.required],
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+
+class DomainSpec(_Model):
+    """A whole domain: pure data, JSON round-trip, content-hashed."""
+
+    name: str
+    description: str = ""
+    keywords: list[str] = Field(default_factory=list)
+    tables: list[Table]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    clock: str = "2026-06-15T09:00:00"
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def table(self, name: str) -> Table | None:
+        return next((t for t in self.tables if t.name == name), None)
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+
+def json_schema() -> dict[str, Any]:
+    """The published JSON Schema of a domain spec file."""
+    return DomainSpec.model_json_schema()

@@ -1,0 +1,96 @@
+"""Validate untrusted tool arguments against a ToolSpec's flat parameter schema."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from scaleenv.errors import ToolError
+from scaleenv.spec.models import Param, ToolSpec
+
+_MAX_STRING = 10_000
+_MAX_ARRAY = 1_000
+
+
+def _type_ok(value: Any, typ: str) -> Any:
+    """Return the value coerced to the parameter type, or raise ValueError."""
+    if typ == "string":
+        if not isinstance(value, str):
+            raise ValueError("expected a string")
+        if len(value) > _MAX_STRING:
+            raise ValueError(f"string longer than {_MAX_STRING} characters")
+        return value
+    if typ == "boolean":
+        if not isinstance(value, bool):
+            raise ValueError("expected a boolean")
+        return value
+    if typ == "integer":
+        if isinstance(value, bool):
+            raise ValueError("expected an integer")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ValueError("expected an integer")
+    if typ == "number":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("expected a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("expected a finite number")
+        return value
+    raise ValueError(f"unsupported type {typ}")
+
+
+def _check_param(p: Param, value: Any) -> Any:
+    if p.type == "array":
+        if not isinstance(value, list):
+            raise ValueError("expected an array")
+        if len(value) > _MAX_ARRAY:
+            raise ValueError(f"array longer than {_MAX_ARRAY}")
+        return json.dumps([_type_ok(v, p.items or "string") for v in value])
+    value = _type_ok(value, p.type)
+    if p.enum is not None and value not in p.enum:
+        raise ValueError(f"must be one of {list(p.enum)}")
+    if p.minimum is not None and value < p.minimum:
+        raise ValueError(f"must be >= {p.minimum:g}")
+    if p.maximum is not None and value > p.maximum:
+        raise ValueError(f"must be <= {p.maximum:g}")
+    return value
+
+
+def validate_arguments(tool: ToolSpec, args: Any) -> dict[str, Any]:
+    """Check ``args`` (a dict or a JSON object string) and return the bound parameters.
+
+    Every declared parameter is present in the result (absent optional ones are ``None``);
+    arrays are bound as JSON text so SQL can read them with ``json_each``.
+    Raises ``ToolError("invalid_arguments", ...)`` naming every problem.
+    """
+    if isinstance(args, str | bytes):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except (ValueError, TypeError) as e:
+            raise ToolError("invalid_arguments", f"arguments are not valid JSON: {e}") from None
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise ToolError("invalid_arguments", "arguments must be a JSON object")
+    problems: list[str] = []
+    declared = {p.name: p for p in tool.parameters}
+    for k in args:
+        if k not in declared:
+            problems.append(f"unknown parameter {str(k)[:64]!r}")
+    bound: dict[str, Any] = {}
+    for name, p in declared.items():
+        if name not in args or args[name] is None:
+            if p.required:
+                problems.append(f"missing required parameter {name!r}")
+            bound[name] = None
+            continue
+        try:
+            bound[name] = _check_param(p, args[name])
+        except ValueError as e:
+            problems.append(f"{name}: {e}")
+    if problems:
+        raise ToolError("invalid_arguments", "; ".join(problems))
+    return bound

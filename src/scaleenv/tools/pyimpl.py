@@ -1,0 +1,62 @@
+"""Python-implemented tools: ``run(db, args)`` over a narrow world API, with restricted builtins.
+
+This in-process runner is for trusted (built-in or already-tested) code. Code from an LLM is first
+run in the subprocess sandbox; see ``scaleenv.tools.sandbox``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from scaleenv.errors import ToolError
+
+_SAFE_BUILTINS = {
+    n: getattr(builtins, n)
+    for n in (
+        "abs all any bool dict enumerate filter float int isinstance len list map max min "
+        "range round set sorted str sum tuple zip ValueError KeyError TypeError Exception"
+    ).split()
+}
+
+
+class WorldAPI:
+    """What tool code may touch: parameterised queries and statements on one world."""
+
+    def __init__(self, conn: sqlite3.Connection, clock: str):
+        self._conn = conn
+        self.clock = clock
+
+    def query(self, sql: str, params: dict[str, Any] | tuple = ()) -> list[dict[str, Any]]:
+        cur = self._conn.execute(sql, params)
+        names = [d[0] for d in cur.description or ()]
+        return [dict(zip(names, r, strict=True)) for r in cur]
+
+    def query_one(self, sql: str, params: dict[str, Any] | tuple = ()) -> dict[str, Any] | None:
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
+
+    def execute(self, sql: str, params: dict[str, Any] | tuple = ()) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    def fail(self, code: str, message: str = "") -> None:
+        raise ToolError(code, message or code)
+
+
+_CACHE: dict[str, Callable[..., Any]] = {}
+
+
+def compile_python_tool(source: str) -> Callable[..., Any]:
+    """Compile ``source`` and return its ``run`` function (cached by source text)."""
+    fn = _CACHE.get(source)
+    if fn is not None:
+        return fn
+    env: dict[str, Any] = {"__builtins__": _SAFE_BUILTINS, "ToolError": ToolError}
+    exec(compile(source, "<tool>", "exec"), env)  # noqa: S102 - restricted builtins, trusted source
+    fn = env.get("run")
+    if not callable(fn):
+        raise ValueError("python implementation must define run(db, args)")
+    _CACHE[source] = fn
+    return fn
