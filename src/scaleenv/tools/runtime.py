@@ -183,3 +183,23 @@ def execute_tool(world: World, tool: ToolSpec, args: Any) -> ToolResult:
     except ToolError as e:
         return ToolResult(False, error_output(e.code, e.message), error=e.code, message=e.message)
     return ToolResult(True, dumps(value), value=value)
+
+
+def bind_params(world: World, tool: ToolSpec, args: Any) -> dict[str, Any]:
+    """Validated arguments plus generated values, exactly as the contracts will see them."""
+    params = validate_arguments(tool, args)
+    for name, g in tool.generated.items():
+        params[name] = _generate(world, name, g)
+    return params
+
+
+def first_failing_precondition(world: World, tool: ToolSpec, params: dict[str, Any], upto: int | None = None) -> int | None:
+    """Index of the first precondition (among the first ``upto``) that does not hold, or None."""
+    conn = world.conn
+    for i, c in enumerate(tool.preconditions[:upto]):
+        try:
+            if not _holds(conn, c, params):
+                return i
+        except sqlite3.Error:
+            return i
+    return None

@@ -1,0 +1,1 @@
+"""The offline back end: blueprint catalog -> DomainSpec + seed world, deterministically."""

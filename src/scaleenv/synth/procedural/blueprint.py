@@ -1,0 +1,157 @@
+"""Blueprint files: a compact, human-written description of a domain that derivation expands into
+tables, 25-70 contract-checked tools, seed data and intent phrasings. See ``catalog/README.md``."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scaleenv.errors import SpecError
+from scaleenv.spec.models import ColumnType, Contract, MatchPolicy, ParamType
+
+CATALOG_DIR = Path(__file__).resolve().parent.parent / "catalog"
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BlueprintColumn(_M):
+    """A column. ``ref`` names another entity (a foreign key to its id). ``gen`` makes seed values."""
+
+    name: str
+    type: ColumnType = "text"
+    description: str = ""
+    ref: str | None = None
+    nullable: bool = False
+    default: Any = None
+    enum: list[str] | None = None
+    min: float | None = None
+    max: float | None = None
+    unique: bool = False
+    match: MatchPolicy | None = None
+    gen: Any = None
+    search: bool = False
+    mutable: bool = False
+    sum: bool = False
+    auto: Literal["now", "today"] | None = None
+
+
+class Transition(_M):
+    """A lifecycle move. ``verb`` may list naming variants (one is picked per seed)."""
+
+    verb: str | list[str]
+    description: str = ""
+    from_: list[str] = Field(alias="from")
+    to: str
+    set: dict[str, Literal["now", "today"] | str | int | float | None] = Field(default_factory=dict)
+    phrasings: list[str] = Field(default_factory=list)
+
+
+class Lifecycle(_M):
+    column: str = "status"
+    states: list[str]
+    initial: str
+    transitions: list[Transition]
+
+    @model_validator(mode="after")
+    def _states_known(self) -> Lifecycle:
+        known = set(self.states)
+        bad = [s for t in self.transitions for s in [*t.from_, t.to] if s not in known]
+        if self.initial not in known or bad:
+            raise ValueError(f"lifecycle uses unknown states: {sorted(set(bad) | ({self.initial} - known))}")
+        return self
+
+
+class Entity(_M):
+    name: str
+    singular: str
+    aliases: list[str] = Field(default_factory=list)
+    description: str
+    id_prefix: str
+    count: int = 30
+    display: str | None = None
+    columns: list[BlueprintColumn]
+    lifecycle: Lifecycle | None = None
+    create: bool = True
+    delete: bool = False
+    create_phrasings: list[str] = Field(default_factory=list)
+
+
+class OpParam(_M):
+    name: str
+    type: ParamType = "string"
+    description: str = ""
+    ref: str | None = None
+    column: str | None = None
+    required: bool = True
+    enum: list[Any] | None = None
+    items: Literal["string", "integer", "number", "boolean"] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+class Operation(_M):
+    """A business operation or read view with explicit contracts in SQL (named parameters)."""
+
+    name: str | list[str]
+    description: str
+    kind: Literal["read", "write"] = "write"
+    params: list[OpParam] = Field(default_factory=list)
+    generated: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    preconditions: list[Contract] = Field(default_factory=list)
+    effects: list[str] = Field(default_factory=list)
+    postconditions: list[Contract] = Field(default_factory=list)
+    returns: dict[str, Any] = Field(default_factory=dict)
+    errors: dict[str, str] = Field(default_factory=dict)
+    phrasings: list[str] = Field(default_factory=list)
+    answer: str | None = None
+
+
+class Blueprint(_M):
+    name: str
+    title: str
+    description: str
+    keywords: list[str]
+    eval_only: bool = False
+    entities: list[Entity]
+    operations: list[Operation] = Field(default_factory=list)
+    views: list[Operation] = Field(default_factory=list)
+
+    def entity(self, name: str) -> Entity | None:
+        return next((e for e in self.entities if e.name == name), None)
+
+
+def load_blueprint_file(path: Path) -> Blueprint:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise SpecError([(str(path), f"cannot read blueprint: {e}")]) from None
+    try:
+        return Blueprint.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(
+            [(f"{path.name}:" + ".".join(map(str, err["loc"])), err["msg"]) for err in e.errors()]
+        ) from None
+
+
+@cache
+def catalog() -> dict[str, Blueprint]:
+    """All built-in blueprints by name."""
+    out = {}
+    for path in sorted(CATALOG_DIR.glob("*.yaml")):
+        bp = load_blueprint_file(path)
+        out[bp.name] = bp
+    return out
+
+
+PAPER_TRAINING_DOMAINS = [
+    "wedding_planning", "knowledge_management", "job_seeking", "healthcare_telemedicine", "pet_care",
+    "smart_home", "email_management", "football", "second_hand_marketplace", "express_logistics",
+    "social_media_messaging", "entertainment_media_query", "online_learning", "stock_trading",
+    "project_management", "agriculture_environmental",
+]

@@ -1,0 +1,383 @@
+"""Derive a DomainSpec (tables + 25-70 tools with contracts) from a blueprint and a seed.
+
+Different seeds pick different naming variants and drop some optional tools; the same seed always
+gives the same spec.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from scaleenv.spec.models import (
+    Column,
+    Contract,
+    DomainSpec,
+    ErrorSpec,
+    Generated,
+    Param,
+    Returns,
+    Table,
+    ToolSpec,
+)
+from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity, Operation
+
+MIN_TOOLS, MAX_TOOLS = 25, 70
+
+_VERBS = {
+    "get": ["get", "get", "lookup", "fetch"],
+    "search": ["search", "find"],
+    "create": ["create", "add", "register"],
+    "update": ["update", "change", "set"],
+    "delete": ["delete", "remove"],
+    "list": ["list"],
+    "count": ["count"],
+    "total": ["total", "sum"],
+}
+_PARAM_TYPES = {"text": "string", "integer": "integer", "real": "number", "boolean": "boolean",
+                "date": "string", "datetime": "string", "json": "string"}
+_FORMAT_HINT = {"date": " (YYYY-MM-DD)", "datetime": " (YYYY-MM-DDTHH:MM:SS)", "json": " (a JSON document)"}
+_OPTIONAL_FAMILIES = {"update", "list", "count", "total", "search"}
+
+
+def _pick(rng: random.Random, options: str | list[str]) -> str:
+    if isinstance(options, str):
+        return options
+    return options[rng.randrange(len(options))]
+
+
+def _human(name: str) -> str:
+    return name.replace("_", " ")
+
+
+class _Deriver:
+    def __init__(self, bp: Blueprint, seed: int):
+        self.bp = bp
+        self.rng = random.Random(f"{bp.name}:{seed}")
+        self.verbs = {fam: _pick(self.rng, opts) for fam, opts in _VERBS.items()}
+        self.entity_names = {e.name: _pick(self.rng, [e.singular, *e.aliases]) for e in bp.entities}
+        self.tables: dict[str, Table] = {}
+        self.tools: list[ToolSpec] = []
+
+    # --- tables --------------------------------------------------------------------
+    def column(self, ent: Entity, c: BlueprintColumn) -> Column:
+        fk = f"{c.ref}.id" if c.ref else None
+        match = c.match or ("exempt" if c.auto else "exact")
+        enum = c.enum
+        if ent.lifecycle and c.name == ent.lifecycle.column:
+            enum = list(ent.lifecycle.states)
+        return Column(name=c.name, type=c.type, description=c.description, nullable=c.nullable,
+                      default=c.default, enum=enum, min=c.min, max=c.max, unique=c.unique,
+                      foreign_key=fk, match=match)
+
+    def build_tables(self) -> None:
+        for ent in self.bp.entities:
+            cols = [Column(name="id", type="text", description=f"Unique {ent.singular} id ({ent.id_prefix}-...)",
+                           match="exact")]
+            cols += [self.column(ent, c) for c in ent.columns]
+            self.tables[ent.name] = Table(name=ent.name, description=ent.description, primary_key="id",
+                                          columns=cols)
+
+    # --- helpers -------------------------------------------------------------------
+    def sing(self, ent: Entity) -> str:
+        return self.entity_names[ent.name]
+
+    def id_param(self, ent: Entity, name: str | None = None) -> Param:
+        s = self.sing(ent)
+        return Param(name=name or f"{s}_id", type="string", column=f"{ent.name}.id",
+                     description=f"The {_human(s)} id, e.g. {ent.id_prefix}-0001.")
+
+    def exists(self, ent: Entity, pname: str) -> Contract:
+        return Contract(sql=f'SELECT 1 FROM "{ent.name}" WHERE id = :{pname}', error=f"{self.sing(ent)}_not_found",
+                        message=f"No {_human(self.sing(ent))} with id {{{pname}}}.")
+
+    def add(self, tool: ToolSpec, family: str, ent: Entity | None, **meta: Any) -> None:
+        codes = {c.error for c in tool.preconditions + tool.postconditions}
+        known = {e.code for e in tool.errors}
+        tool.errors += [ErrorSpec(code=c, description=_human(c).capitalize() + ".") for c in sorted(codes - known)]
+        tool.meta.update({"family": family, "entity": ent.name if ent else None, **meta})
+        self.tools.append(tool)
+
+    def value_param(self, ent: Entity, c: BlueprintColumn, required: bool, name: str | None = None) -> Param:
+        col = self.tables[ent.name].column(c.name)
+        assert col is not None
+        desc = c.description or f"The {_human(c.name)} of the {_human(self.sing(ent))}"
+        ref = self.bp.entity(c.ref) if c.ref else None
+        if ref is not None:
+            desc = f"The id of the {_human(self.sing(ref))} ({ref.id_prefix}-...)"
+        p = Param(name=name or c.name, type=_PARAM_TYPES[c.type], description=desc + _FORMAT_HINT.get(c.type, ""),
+                  required=required, column=f"{ent.name}.{c.name}")
+        if col.enum:
+            p.enum = list(col.enum)
+        if c.type in ("integer", "real"):
+            p.minimum, p.maximum = c.min, c.max
+        return p
+
+    def returns_row(self, ent: Entity, key: str) -> Returns:
+        return Returns(description=f"The {_human(self.sing(ent))} record.",
+                       query=f'SELECT * FROM "{ent.name}" WHERE id = :{key}', mode="one", table=ent.name)
+
+    # --- generic families ---------------------------------------------------------
+    def derive_entity(self, ent: Entity) -> None:
+        s, v = self.sing(ent), self.verbs
+        key = f"{s}_id"
+        lc = ent.lifecycle
+        # lookup
+        self.add(ToolSpec(
+            name=f"{v['get']}_{s}", kind="read", description=f"Get the details of one {_human(s)} by id.",
+            parameters=[self.id_param(ent)], preconditions=[self.exists(ent, key)],
+            returns=self.returns_row(ent, key)), "get", ent)
+        # search
+        searchable = [c for c in ent.columns if c.search]
+        if searchable:
+            conds, params = [], []
+            for c in searchable:
+                p = self.value_param(ent, c, required=False)
+                params.append(p)
+                if c.type == "text" and not (c.enum or (lc and c.name == lc.column)):
+                    conds.append(f"(:{c.name} IS NULL OR \"{c.name}\" LIKE '%' || :{c.name} || '%')")
+                else:
+                    conds.append(f"(:{c.name} IS NULL OR \"{c.name}\" = :{c.name})")
+            params.append(Param(name="limit", type="integer", required=False, minimum=1, maximum=100,
+                                description="Maximum number of results (default 20)."))
+            self.add(ToolSpec(
+                name=f"{v['search']}_{ent.name}", kind="read",
+                description=f"Search {_human(ent.name)} by {', '.join(_human(c.name) for c in searchable)}; "
+                            "text filters match substrings, case-insensitively. All filters are optional.",
+                parameters=params,
+                returns=Returns(description=f"Matching {_human(ent.name)}, ordered by id.", table=ent.name,
+                                mode="many", query=f'SELECT * FROM "{ent.name}" WHERE {" AND ".join(conds)} '
+                                                   "ORDER BY id LIMIT COALESCE(:limit, 20)")), "search", ent)
+        # list by parent
+        for c in ent.columns:
+            parent = self.bp.entity(c.ref) if c.ref else None
+            if parent is None:
+                continue
+            ps = self.sing(parent)
+            pname = c.name
+            self.add(ToolSpec(
+                name=f"{v['list']}_{ent.name}_by_{c.name.removesuffix('_id')}", kind="read",
+                description=f"List the {_human(ent.name)} of a {_human(ps)}.",
+                parameters=[Param(name=pname, type="string", column=f"{ent.name}.{c.name}",
+                                  description=f"The {_human(ps)} id, e.g. {parent.id_prefix}-0001.")],
+                preconditions=[self.exists(parent, pname)],
+                returns=Returns(description=f"The {_human(ent.name)}, ordered by id.", mode="many", table=ent.name,
+                                query=f'SELECT * FROM "{ent.name}" WHERE "{c.name}" = :{pname} ORDER BY id')),
+                "list", ent, parent=parent.name)
+        if ent.create:
+            self.derive_create(ent)
+        for c in ent.columns:
+            if c.mutable:
+                self.derive_update(ent, c)
+        if ent.delete:
+            self.derive_delete(ent)
+        if lc:
+            for t in lc.transitions:
+                self.derive_transition(ent, t)
+        self.derive_aggregates(ent)
+
+    def derive_create(self, ent: Entity) -> None:
+        s = self.sing(ent)
+        lc = ent.lifecycle
+        params, pre, cols, vals = [], [], ["id"], [":new_id"]
+        generated = {"new_id": Generated(kind="next_id", table=ent.name, column="id", prefix=f"{ent.id_prefix}-")}
+        for c in ent.columns:
+            cols.append(c.name)
+            if lc and c.name == lc.column:
+                vals.append(f"'{lc.initial}'")
+                continue
+            if c.auto:
+                generated[f"auto_{c.name}"] = Generated(kind=c.auto)
+                vals.append(f":auto_{c.name}")
+                continue
+            optional = c.nullable or c.default is not None
+            params.append(self.value_param(ent, c, required=not optional))
+            vals.append(f"COALESCE(:{c.name}, {_lit(c.default)})" if c.default is not None else f":{c.name}")
+            if c.ref:
+                parent = self.bp.entity(c.ref)
+                assert parent is not None
+                pre.append(Contract(sql=f'SELECT :{c.name} IS NULL OR EXISTS (SELECT 1 FROM "{parent.name}" '
+                                        f"WHERE id = :{c.name})",
+                                    error=f"{self.sing(parent)}_not_found",
+                                    message=f"No {_human(self.sing(parent))} with id {{{c.name}}}."))
+            if c.unique:
+                pre.append(Contract(sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE "{c.name}" = :{c.name})',
+                                    error=f"duplicate_{c.name}",
+                                    message=f"A {_human(s)} with this {_human(c.name)} already exists."))
+        effect = f'INSERT INTO "{ent.name}" ({", ".join(f"{chr(34)}{c}{chr(34)}" for c in cols)}) ' \
+                 f"VALUES ({', '.join(vals)})"
+        post = [Contract(sql=f'SELECT 1 FROM "{ent.name}" WHERE id = :new_id', error="create_failed",
+                         message=f"The {_human(s)} was not created.")]
+        self.add(ToolSpec(
+            name=f"{self.verbs['create']}_{s}", kind="write",
+            description=f"Create a new {_human(s)}. {ent.description}".strip(),
+            parameters=params, generated=generated, preconditions=pre, effects=[effect], postconditions=post,
+            returns=self.returns_row(ent, "new_id")), "create", ent, phrasings=ent.create_phrasings)
+
+    def derive_update(self, ent: Entity, c: BlueprintColumn) -> None:
+        s = self.sing(ent)
+        key = f"{s}_id"
+        p = self.value_param(ent, c, required=True, name=f"new_{c.name}")
+        pre = [self.exists(ent, key)]
+        if c.ref:
+            parent = self.bp.entity(c.ref)
+            assert parent is not None
+            pre.append(Contract(sql=f'SELECT 1 FROM "{parent.name}" WHERE id = :new_{c.name}',
+                                error=f"{self.sing(parent)}_not_found",
+                                message=f"No {_human(self.sing(parent))} with id {{new_{c.name}}}."))
+        lc = ent.lifecycle
+        if lc:
+            finals = _final_states(lc)
+            if finals:
+                pre.append(Contract(
+                    sql=f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, finals))}) FROM "{ent.name}" '
+                        f"WHERE id = :{key}",
+                    error="invalid_status", message=f"This {_human(s)} is closed and can no longer be changed."))
+        self.add(ToolSpec(
+            name=f"{self.verbs['update']}_{s}_{c.name}", kind="write",
+            description=f"Change the {_human(c.name)} of a {_human(s)}.",
+            parameters=[self.id_param(ent), p], preconditions=pre,
+            effects=[f'UPDATE "{ent.name}" SET "{c.name}" = :new_{c.name} WHERE id = :{key}'],
+            postconditions=[Contract(sql=f'SELECT "{c.name}" IS :new_{c.name} FROM "{ent.name}" WHERE id = :{key}',
+                                     error="update_failed", message="The change did not apply.")],
+            returns=self.returns_row(ent, key)), "update", ent, column=c.name)
+
+    def derive_delete(self, ent: Entity) -> None:
+        s = self.sing(ent)
+        key = f"{s}_id"
+        pre = [self.exists(ent, key)]
+        for other in self.bp.entities:
+            for c in other.columns:
+                if c.ref == ent.name:
+                    pre.append(Contract(
+                        sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{other.name}" WHERE "{c.name}" = :{key})',
+                        error="has_dependents",
+                        message=f"This {_human(s)} still has {_human(other.name)} and cannot be deleted."))
+        self.add(ToolSpec(
+            name=f"{self.verbs['delete']}_{s}", kind="write", description=f"Delete a {_human(s)} permanently.",
+            parameters=[self.id_param(ent)], preconditions=pre,
+            effects=[f'DELETE FROM "{ent.name}" WHERE id = :{key}'],
+            postconditions=[Contract(sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE id = :{key})',
+                                     error="delete_failed")],
+            returns=Returns(description="Confirmation.", query=f"SELECT :{key} AS deleted_id", mode="one")),
+            "delete", ent)
+
+    def derive_transition(self, ent: Entity, t: Any) -> None:
+        lc = ent.lifecycle
+        assert lc is not None
+        s = self.sing(ent)
+        key = f"{s}_id"
+        verb = _pick(self.rng, t.verb)
+        sets = [f'"{lc.column}" = {_lit(t.to)}']
+        generated = {}
+        for col, val in t.set.items():
+            if val in ("now", "today"):
+                generated[f"auto_{col}"] = Generated(kind=val)
+                sets.append(f'"{col}" = :auto_{col}')
+            else:
+                sets.append(f'"{col}" = {_lit(val)}')
+        froms = ", ".join(map(_lit, t.from_))
+        self.add(ToolSpec(
+            name=f"{verb}_{s}", kind="write",
+            description=(t.description or f"{_human(verb).capitalize()} a {_human(s)}.")
+            + f" Only allowed when its {_human(lc.column)} is {' or '.join(t.from_)}; it becomes {t.to}.",
+            parameters=[self.id_param(ent)], generated=generated,
+            preconditions=[self.exists(ent, key), Contract(
+                sql=f'SELECT "{lc.column}" IN ({froms}) FROM "{ent.name}" WHERE id = :{key}', error="invalid_status",
+                message=f"This {_human(s)} is not in a state that allows this (needs {' or '.join(t.from_)}).")],
+            effects=[f'UPDATE "{ent.name}" SET {", ".join(sets)} WHERE id = :{key}'],
+            postconditions=[Contract(sql=f'SELECT "{lc.column}" = {_lit(t.to)} FROM "{ent.name}" WHERE id = :{key}',
+                                     error="transition_failed")],
+            returns=self.returns_row(ent, key)), "transition", ent, to=t.to, phrasings=t.phrasings,
+            verb=verb)
+
+    def derive_aggregates(self, ent: Entity) -> None:
+        lc = ent.lifecycle
+        for c in ent.columns:
+            if not (c.enum or (lc and c.name == lc.column)):
+                continue
+            col = self.tables[ent.name].column(c.name)
+            assert col is not None
+            self.add(ToolSpec(
+                name=f"{self.verbs['count']}_{ent.name}_by_{c.name}", kind="read",
+                description=f"Count the {_human(ent.name)} with a given {_human(c.name)}.",
+                parameters=[Param(name=c.name, type="string", enum=list(col.enum or []), column=f"{ent.name}.{c.name}",
+                                  description=f"The {_human(c.name)} to count.")],
+                returns=Returns(description="The number of matching records.", mode="scalar",
+                                query=f'SELECT COUNT(*) FROM "{ent.name}" WHERE "{c.name}" = :{c.name}')),
+                "count", ent, column=c.name)
+        for c in ent.columns:
+            if not c.sum:
+                continue
+            for fk in ent.columns:
+                parent = self.bp.entity(fk.ref) if fk.ref else None
+                if parent is None:
+                    continue
+                self.add(ToolSpec(
+                    name=f"{self.verbs['total']}_{c.name}_by_{fk.name.removesuffix('_id')}", kind="read",
+                    description=f"Total {_human(c.name)} over the {_human(ent.name)} of a {_human(self.sing(parent))}.",
+                    parameters=[Param(name=fk.name, type="string", column=f"{ent.name}.{fk.name}",
+                                      description=f"The {_human(self.sing(parent))} id.")],
+                    preconditions=[self.exists(parent, fk.name)],
+                    returns=Returns(description="The rounded total.", mode="scalar",
+                                    query=f'SELECT ROUND(COALESCE(SUM("{c.name}"), 0), 2) FROM "{ent.name}" '
+                                          f'WHERE "{fk.name}" = :{fk.name}')),
+                    "total", ent, column=c.name, parent=parent.name)
+
+    # --- explicit operations and views ---------------------------------------------
+    def derive_operation(self, op: Operation, family: str) -> None:
+        params = []
+        for p in op.params:
+            column = p.column or (f"{p.ref}.id" if p.ref else None)
+            desc = p.description
+            if p.ref and not desc:
+                ref = self.bp.entity(p.ref)
+                desc = f"The {_human(self.sing(ref))} id." if ref else ""
+            params.append(Param(name=p.name, type=p.type, description=desc or _human(p.name), required=p.required,
+                                enum=p.enum, items=p.items, minimum=p.minimum, maximum=p.maximum, column=column))
+        returns = Returns(**op.returns) if op.returns else Returns(mode="none")
+        errors = [ErrorSpec(code=k, description=v) for k, v in sorted(op.errors.items())]
+        self.add(ToolSpec(
+            name=_pick(self.rng, op.name), kind=op.kind, description=op.description, parameters=params,
+            generated={k: Generated(**v) for k, v in op.generated.items()}, preconditions=list(op.preconditions),
+            effects=list(op.effects), postconditions=list(op.postconditions), returns=returns, errors=errors),
+            family, self.bp.entity(returns.table) if returns.table else None, phrasings=op.phrasings,
+            answer=op.answer)
+
+    def run(self) -> DomainSpec:
+        self.build_tables()
+        for ent in self.bp.entities:
+            self.derive_entity(ent)
+        for op in self.bp.operations:
+            self.derive_operation(op, "operation")
+        for view in self.bp.views:
+            self.derive_operation(view, "view")
+        self.trim()
+        return DomainSpec(name=self.bp.name, description=self.bp.description, keywords=list(self.bp.keywords),
+                          tables=list(self.tables.values()), tools=self.tools,
+                          meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural"})
+
+    def trim(self) -> None:
+        """Drop a seeded share of optional tools (and enough to respect MAX_TOOLS)."""
+        optional = [t for t in self.tools if t.meta["family"] in _OPTIONAL_FAMILIES]
+        self.rng.shuffle(optional)
+        budget = max(0, len(self.tools) - MIN_TOOLS)
+        n_drop = min(budget, max(len(self.tools) - MAX_TOOLS, round(len(optional) * 0.15)))
+        drop = {t.name for t in optional[:n_drop]}
+        self.tools = [t for t in self.tools if t.name not in drop]
+
+
+def _final_states(lc: Any) -> list[str]:
+    sources = {s for t in lc.transitions for s in t.from_}
+    return [s for s in lc.states if s not in sources and s != lc.initial]
+
+
+def _lit(v: Any) -> str:
+    from scaleenv.world.ddl import sql_literal
+
+    return sql_literal(v)
+
+
+def derive_spec(bp: Blueprint, seed: int = 0) -> DomainSpec:
+    """The domain spec for ``bp`` under ``seed`` (deterministic)."""
+    return _Deriver(bp, seed).run()

@@ -1,0 +1,201 @@
+"""Draw schema-valid arguments for a tool from a world, and search for arguments that satisfy
+(or violate exactly one of) its preconditions. Used by the procedural tester, the task sampler,
+environment expansion and the random policy."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+from typing import Any
+
+from scaleenv.errors import ToolError
+from scaleenv.spec.models import Param, ToolSpec
+from scaleenv.spec.sqlinfo import sql_params
+from scaleenv.tools.args import _check_param, validate_arguments
+from scaleenv.tools.runtime import bind_params, first_failing_precondition
+from scaleenv.world.ddl import quote_ident
+from scaleenv.world.world import World
+
+_POOL = 60
+
+
+def _missing_like(v: str) -> str:
+    """A value shaped like an existing id that names nothing (PET-0042 -> PET-9942)."""
+    return re.sub(r"\d(?=\d{0,1}$)", "9", v) if re.search(r"\d", v) else v + "-missing"
+
+
+def _fresh(v: str) -> str:
+    """A new value of the same shape (for unique columns): ada@x.com -> ada.new@x.com."""
+    user, at, host = v.partition("@")
+    return f"{user}.new@{host}" if at else f"{v} (new)"
+
+
+def _shift(v: str, days: int) -> str:
+    try:
+        if "T" in v:
+            return (dt.datetime.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
+        return (dt.date.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
+    except ValueError:
+        return v
+
+
+class ArgSampler:
+    """Candidate values per parameter, drawn from the world's data (deterministic for a given rng)."""
+
+    def __init__(self, world: World, rng: random.Random):
+        self.world = world
+        self.rng = rng
+        self._col_cache: dict[str, list[Any]] = {}
+
+    def column_values(self, ref: str) -> list[Any]:
+        """Distinct values of ``table.column`` (following a foreign key to its target)."""
+        if ref in self._col_cache:
+            return self._col_cache[ref]
+        t, _, c = ref.partition(".")
+        table = self.world.spec.table(t)
+        col = table.column(c) if table else None
+        vals: list[Any] = []
+        if col is not None:
+            if col.foreign_key:
+                t, _, c = col.foreign_key.partition(".")
+            vals = [r[0] for r in self.world.conn.execute(
+                f"SELECT DISTINCT {quote_ident(c)} FROM {quote_ident(t)} WHERE {quote_ident(c)} IS NOT NULL "
+                f"ORDER BY 1 LIMIT 400")]
+        self._col_cache[ref] = vals
+        return vals
+
+    def candidates(self, p: Param, *, invalid: bool = False) -> list[Any]:
+        """Schema-valid candidate values for ``p``; with ``invalid`` also values likely to break rules."""
+        rng = self.rng
+        out: list[Any] = []
+        if p.enum is not None:
+            out = list(p.enum)
+        elif p.column:
+            base = self.column_values(p.column)
+            base = rng.sample(base, min(len(base), _POOL)) if base else []
+            for v in base:
+                out.append(v)
+            if p.type in ("number", "integer"):
+                nums = [v for v in base if isinstance(v, int | float) and not isinstance(v, bool)]
+                for v in nums[:15]:
+                    for f in (0.5, 0.1, 0.25) + ((2, 10) if invalid else ()):
+                        x = round(v * f, 2)
+                        out.append(int(round(x)) if p.type == "integer" else x)
+                out += [10, 20, 50, 100, 1] if p.type == "integer" else [1.0, 5.0, 10.0]
+            elif p.type == "string":
+                strs = [v for v in base if isinstance(v, str)]
+                if strs and re.match(r"^\d{4}-\d{2}-\d{2}", strs[0]):
+                    out += [_shift(v, d) for v in strs[:10] for d in (1, 7, 30)]
+                elif strs:
+                    out += [_fresh(v) for v in strs[:2]]
+                if invalid and strs:
+                    out += [_missing_like(v) for v in strs[:3]]
+        if not out:
+            out = {
+                "string": ["sample text", "other note"],
+                "integer": [1, 2, 5, 10],
+                "number": [1.0, 10.0, 50.0],
+                "boolean": [True, False],
+                "array": [[]],
+            }[p.type]
+        valid = []
+        for v in out:
+            try:
+                _check_param(p, v)
+            except ValueError:
+                continue
+            valid.append(v)
+        return valid
+
+    def random_args(self, tool: ToolSpec, *, optional_rate: float = 0.5) -> dict[str, Any]:
+        """Schema-valid arguments, anchored on one random row per referenced table when possible."""
+        args: dict[str, Any] = {}
+        anchors: dict[str, dict[str, Any] | None] = {}
+        for p in tool.parameters:
+            if not p.required and self.rng.random() < optional_rate:
+                continue
+            v = None
+            if p.column and p.enum is None:
+                t, _, c = p.column.partition(".")
+                if t not in anchors:
+                    anchors[t] = self._random_row(t)
+                row = anchors[t]
+                if row is not None and row.get(c) is not None and self.rng.random() < 0.75:
+                    v = row[c]
+                    try:
+                        v = _check_param(p, v)
+                        if p.type == "array":
+                            v = [row[c]]
+                    except ValueError:
+                        v = None
+            if v is None:
+                cands = self.candidates(p)
+                v = cands[self.rng.randrange(len(cands))] if cands else None
+            if v is not None:
+                args[p.name] = v
+        return args
+
+    def _random_row(self, table: str) -> dict[str, Any] | None:
+        if self.world.spec.table(table) is None:
+            return None
+        n = self.world.count(table)
+        if n == 0:
+            return None
+        cur = self.world.conn.execute(f"SELECT * FROM {quote_ident(table)} LIMIT 1 OFFSET ?",
+                                      (self.rng.randrange(n),))
+        r = cur.fetchone()
+        return dict(zip([d[0] for d in cur.description], r, strict=True))
+
+    # --- contract-guided search ----------------------------------------------------
+    def _fails_at(self, tool: ToolSpec, args: dict[str, Any], upto: int | None = None) -> int | None | str:
+        try:
+            params = bind_params(self.world, tool, args)
+        except ToolError:
+            return "invalid"
+        return first_failing_precondition(self.world, tool, params, upto)
+
+    def satisfying_args(self, tool: ToolSpec, attempts: int = 8) -> dict[str, Any] | None:
+        """Arguments under which every precondition holds (coordinate search), or None."""
+        for _ in range(attempts):
+            args = self.random_args(tool)
+            ok = True
+            for i, pre in enumerate(tool.preconditions):
+                if self._fails_at(tool, args, i + 1) is None:
+                    continue
+                names = [n for n in sorted(sql_params(pre.sql)) if tool.param(n)]
+                self.rng.shuffle(names)
+                fixed = False
+                for name in names:
+                    for v in self.candidates(tool.param(name)):  # type: ignore[arg-type]
+                        trial = {**args, name: v}
+                        if self._fails_at(tool, trial, i + 1) is None:
+                            args, fixed = trial, True
+                            break
+                    if fixed:
+                        break
+                if not fixed:
+                    ok = False
+                    break
+            if ok and self._fails_at(tool, args) is None:
+                return args
+        return None
+
+    def violating_args(self, tool: ToolSpec, base: dict[str, Any], index: int) -> dict[str, Any] | None:
+        """Change one argument of ``base`` so that precondition ``index`` is the first to fail."""
+        pre = tool.preconditions[index]
+        names = [n for n in sorted(sql_params(pre.sql)) if tool.param(n)]
+        for name in names:
+            for v in self.candidates(tool.param(name), invalid=True):  # type: ignore[arg-type]
+                trial = {**base, name: v}
+                if self._fails_at(tool, trial) == index:
+                    return trial
+        return None
+
+
+def is_valid(tool: ToolSpec, args: dict[str, Any]) -> bool:
+    try:
+        validate_arguments(tool, args)
+    except ToolError:
+        return False
+    return True
