@@ -11,6 +11,13 @@ from scaleenv.spec.models import Param, ToolSpec
 
 _MAX_STRING = 10_000
 _MAX_ARRAY = 1_000
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # what SQLite can bind
+
+
+def _int_ok(value: int) -> int:
+    if not _INT_MIN <= value <= _INT_MAX:
+        raise ValueError("integer out of range (must fit in 64 bits)")
+    return value
 
 
 def _type_ok(value: Any, typ: str) -> Any:
@@ -20,6 +27,10 @@ def _type_ok(value: Any, typ: str) -> Any:
             raise ValueError("expected a string")
         if len(value) > _MAX_STRING:
             raise ValueError(f"string longer than {_MAX_STRING} characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("string is not valid Unicode (lone surrogate)") from None
         return value
     if typ == "boolean":
         if not isinstance(value, bool):
@@ -29,15 +40,17 @@ def _type_ok(value: Any, typ: str) -> Any:
         if isinstance(value, bool):
             raise ValueError("expected an integer")
         if isinstance(value, int):
-            return value
+            return _int_ok(value)
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            return _int_ok(int(value))
         raise ValueError("expected an integer")
     if typ == "number":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError("expected a number")
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError("expected a finite number")
+        if isinstance(value, int):
+            return _int_ok(value)
         return value
     raise ValueError(f"unsupported type {typ}")
 
@@ -69,8 +82,8 @@ def validate_arguments(tool: ToolSpec, args: Any) -> dict[str, Any]:
     if isinstance(args, str | bytes):
         try:
             args = json.loads(args) if args.strip() else {}
-        except (ValueError, TypeError) as e:
-            raise ToolError("invalid_arguments", f"arguments are not valid JSON: {e}") from None
+        except (ValueError, TypeError, RecursionError) as e:
+            raise ToolError("invalid_arguments", f"arguments are not valid JSON: {str(e)[:200]}") from None
     if args is None:
         args = {}
     if not isinstance(args, dict):

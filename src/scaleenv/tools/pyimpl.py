@@ -15,10 +15,11 @@ from scaleenv.errors import ToolError
 
 _SAFE_BUILTINS = {
     n: getattr(builtins, n)
-    for n in (
-        "abs all any bool dict enumerate filter float int isinstance len list map max min "
-        "range round set sorted str sum tuple zip ValueError KeyError TypeError Exception"
-    ).split()
+    for n in [
+        "abs", "all", "any", "bool", "dict", "enumerate", "filter", "float", "int", "isinstance", "len", "list",
+        "map", "max", "min", "range", "round", "set", "sorted", "str", "sum", "tuple", "zip",
+        "ValueError", "KeyError", "TypeError", "Exception",
+    ]
 }
 
 
@@ -48,11 +49,28 @@ class WorldAPI:
 _CACHE: dict[str, Callable[..., Any]] = {}
 
 
+def private_names(source: str) -> list[str]:
+    """Dunder names and ``_private`` attributes in ``source``: the usual ways out of restricted builtins
+    (``db._conn``, ``().__class__.__subclasses__()``). Tool code may use neither."""
+    import ast
+
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            found.append(node.attr)
+        elif isinstance(node, ast.Name) and node.id.startswith("__"):
+            found.append(node.id)
+    return sorted(set(found))
+
+
 def compile_python_tool(source: str) -> Callable[..., Any]:
     """Compile ``source`` and return its ``run`` function (cached by source text)."""
     fn = _CACHE.get(source)
     if fn is not None:
         return fn
+    bad = private_names(source)
+    if bad:
+        raise ValueError(f"tool code may not use private names {bad}")
     env: dict[str, Any] = {"__builtins__": _SAFE_BUILTINS, "ToolError": ToolError}
     exec(compile(source, "<tool>", "exec"), env)  # noqa: S102 - restricted builtins, trusted source
     fn = env.get("run")

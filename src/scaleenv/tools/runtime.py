@@ -3,6 +3,7 @@ postconditions, return deterministic JSON. A failing call leaves the world exact
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from scaleenv.errors import ToolError
 from scaleenv.spec.models import Contract, Generated, ToolSpec
 from scaleenv.tools.args import validate_arguments
 from scaleenv.tools.pyimpl import WorldAPI, compile_python_tool
-from scaleenv.world.ddl import quote_ident
+from scaleenv.world.ddl import next_id_query
 from scaleenv.world.world import World
 
 
@@ -27,8 +28,12 @@ class ToolResult:
     message: str | None = None
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False, allow_nan=False)
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    """Deterministic JSON text (sorted keys, strict: no NaN/Infinity)."""
+    return _ENCODER.encode(value)
 
 
 def error_output(code: str, message: str) -> str:
@@ -47,25 +52,39 @@ def _holds(conn: sqlite3.Connection, c: Contract, params: dict[str, Any]) -> boo
 
 def _fail(c: Contract, params: dict[str, Any], default: str) -> ToolError:
     msg = c.message or default
-    try:
+    with contextlib.suppress(ValueError, IndexError, AttributeError, TypeError, KeyError):
         msg = msg.format_map(_SafeFormat({k: v for k, v in params.items() if v is not None}))
-    except (ValueError, IndexError, AttributeError):
-        pass
     return ToolError(c.error, msg)
 
 
+_NEXT_ID_SQL: dict[tuple[int, str, str], tuple[Any, str]] = {}
+
+
+def _next_id_sql(world: World, name: str, g: Generated) -> str:
+    key = (id(world.spec), g.table or "", f"{g.column or 'id'}\x00{g.prefix}")
+    hit = _NEXT_ID_SQL.get(key)
+    if hit is not None and hit[0] is world.spec:
+        return hit[1]
+    table = world.spec.table(g.table or "")
+    if table is None:
+        raise ToolError("internal_error", f"{name}: next_id refers to unknown table {g.table!r}")
+    sql = next_id_query(table, g.column or "id", g.prefix)
+    if len(_NEXT_ID_SQL) > 4096:
+        _NEXT_ID_SQL.clear()
+    _NEXT_ID_SQL[key] = (world.spec, sql)
+    return sql
+
+
 def _generate(world: World, name: str, g: Generated) -> Any:
-    clock = world.clock
     if g.kind == "now":
-        return clock
+        return world.clock
     if g.kind == "today":
-        return clock[:10]
-    col, tbl = quote_ident(g.column or "id"), quote_ident(g.table or "")
-    n = len(g.prefix)
-    row = world.conn.execute(
-        f"SELECT MAX(CAST(substr({col}, ?) AS INTEGER)) FROM {tbl} WHERE substr({col}, 1, ?) = ?",
-        (n + 1, n, g.prefix),
-    ).fetchone()
+        return world.clock[:10]
+    sql = _next_id_sql(world, name, g)
+    try:
+        row = world.conn.execute(sql).fetchone()
+    except sqlite3.Error as e:
+        raise ToolError("internal_error", f"{name}: next_id could not run: {e}") from None
     nxt = (row[0] or 0) + 1
     return f"{g.prefix}{nxt:0{g.width}d}" if g.prefix or g.width else nxt
 
@@ -83,25 +102,36 @@ def _shape(cur: sqlite3.Cursor, mode: str) -> Any:
 
 def run_tool(world: World, tool: ToolSpec, args: Any) -> Any:
     """Execute ``tool`` and return its result value; raise ToolError on any failure (world unchanged)."""
+    return _run(world, tool, args)[0]
+
+
+def _run(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
+    """(value, JSON output) of a successful call; any failure raises ToolError with the world unchanged."""
     params = validate_arguments(tool, args)
-    for name, g in tool.generated.items():
-        params[name] = _generate(world, name, g)
     conn = world.conn
-    for c in tool.preconditions:
-        try:
-            ok = _holds(conn, c, params)
-        except sqlite3.Error as e:
-            raise ToolError("internal_error", f"precondition could not run: {e}") from None
-        if not ok:
-            raise _fail(c, params, f"precondition failed for {tool.name}")
-    is_sql_read = tool.kind == "read" and tool.implementation.kind == "sql" and not tool.effects
-    if is_sql_read:
-        return _returns(conn, tool, params)
+    try:
+        for name, g in tool.generated.items():
+            params[name] = _generate(world, name, g)
+        for c in tool.preconditions:
+            try:
+                ok = _holds(conn, c, params)
+            except sqlite3.Error as e:
+                raise ToolError("internal_error", f"precondition could not run: {e}") from None
+            if not ok:
+                raise _fail(c, params, f"precondition failed for {tool.name}")
+        if tool.kind == "read" and tool.implementation.kind == "sql" and not tool.effects:
+            value = _returns(conn, tool, params)
+            return value, dumps(value)
+    except ToolError:
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. a value SQLite cannot bind; never escape the episode
+        raise ToolError("internal_error", f"{tool.name} failed: {type(e).__name__}: {e}") from None
     conn.execute("SAVEPOINT tool_call")
     before = conn.total_changes
     try:
         value = None
-        if tool.implementation.kind == "python":
+        python = tool.implementation.kind == "python"
+        if python:
             fn = compile_python_tool(tool.implementation.source or "")
             api = WorldAPI(conn, world.clock)
             conn.set_authorizer(_deny_escapes)
@@ -118,7 +148,11 @@ def run_tool(world: World, tool: ToolSpec, args: Any) -> Any:
                 raise _fail(c, params, f"postcondition failed for {tool.name}")
         if tool.returns.query:
             value = _returns(conn, tool, params)
-        value = json.loads(dumps(value))
+            output = dumps(value)
+        else:
+            output = dumps(value)
+            if python:  # whatever Python returned, the agent and the caller see the same JSON value
+                value = json.loads(output)
     except ToolError:
         _rollback(conn)
         raise
@@ -130,9 +164,12 @@ def run_tool(world: World, tool: ToolSpec, args: Any) -> Any:
         raise ToolError("internal_error", f"{tool.name} failed in the database: {e}") from None
     except Exception as e:  # noqa: BLE001 - tool code is untrusted; contain everything
         _rollback(conn)
-        raise ToolError("internal_error", f"{tool.name} raised {type(e).__name__}: {e}") from None
+        raise ToolError("internal_error", f"{tool.name} raised {type(e).__name__}: {str(e)[:500]}") from None
+    except BaseException:
+        _rollback(conn)
+        raise
     conn.execute("RELEASE tool_call")
-    return value
+    return value, output
 
 
 _DENIED = {
@@ -177,12 +214,15 @@ def _rollback(conn: sqlite3.Connection) -> None:
 
 
 def execute_tool(world: World, tool: ToolSpec, args: Any) -> ToolResult:
-    """Like :func:`run_tool` but never raises a ToolError: failures come back as an error result."""
+    """Like :func:`run_tool` but never raises: failures come back as an error result."""
     try:
-        value = run_tool(world, tool, args)
+        value, output = _run(world, tool, args)
     except ToolError as e:
         return ToolResult(False, error_output(e.code, e.message), error=e.code, message=e.message)
-    return ToolResult(True, dumps(value), value=value)
+    except Exception as e:  # noqa: BLE001 - last resort; the world is unchanged (see _run)
+        msg = f"{tool.name} failed: {type(e).__name__}: {str(e)[:500]}"
+        return ToolResult(False, error_output("internal_error", msg), error="internal_error", message=msg)
+    return ToolResult(True, output, value=value)
 
 
 def bind_params(world: World, tool: ToolSpec, args: Any) -> dict[str, Any]:

@@ -41,7 +41,7 @@ def column_ddl(col: Column, table: Table) -> str:
     parts = [q, _AFFINITY[col.type]]
     if col.name == table.primary_key:
         parts.append("PRIMARY KEY")
-    if not col.nullable and col.name != table.primary_key:
+    if not col.nullable or col.name == table.primary_key:
         parts.append("NOT NULL")
     if col.unique:
         parts.append("UNIQUE")
@@ -96,6 +96,59 @@ def change_log_ddl(table: Table) -> list[str]:
     return out
 
 
+def index_ddl(table: Table) -> list[str]:
+    """An index on every foreign-key column: joins and lookups by parent id stay O(log n), and so do
+    the foreign-key checks SQLite runs when a parent row changes."""
+    out = []
+    for col in table.columns:
+        if col.foreign_key and col.name != table.primary_key and not col.unique:
+            name = quote_ident(f"_idx_{table.name}_{col.name}")
+            out.append(f"CREATE INDEX {name} ON {quote_ident(table.name)}({quote_ident(col.name)})")
+    return out
+
+
+def next_id_query(table: Table, column: str, prefix: str) -> str:
+    """The query behind a ``next_id`` generated value: the largest number after ``prefix``.
+
+    ``schema_ddl`` creates a partial index on exactly this expression, so the query is a single
+    index probe instead of a scan (the constants are inlined so that the planner can match it).
+    """
+    col, tbl = quote_ident(column), quote_ident(table.name)
+    c = table.column(column)
+    if not prefix and c is not None and c.type == "integer" and (column == table.primary_key or c.unique):
+        return f"SELECT MAX({col}) FROM {tbl}"
+    n = len(prefix)
+    return (
+        f"SELECT MAX(CAST(substr({col}, {n + 1}) AS INTEGER)) FROM {tbl} "
+        f"WHERE substr({col}, 1, {n}) = {sql_literal(prefix)}"
+    )
+
+
+def next_id_index_ddl(spec: DomainSpec) -> list[str]:
+    """Partial expression indexes that make every tool's ``next_id`` an O(log n) lookup."""
+    tables = {t.name: t for t in spec.tables}
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for tool in spec.tools:
+        for g in tool.generated.values():
+            if g.kind != "next_id" or g.table not in tables:
+                continue
+            table, column = tables[g.table], g.column or "id"
+            key = (table.name, column, g.prefix)
+            if table.column(column) is None or key in seen:
+                continue
+            seen.add(key)
+            if next_id_query(table, column, g.prefix).endswith(quote_ident(table.name)):
+                continue  # MAX over an integer key: already indexed
+            n, col = len(g.prefix), quote_ident(column)
+            name = quote_ident(f"_nid_{table.name}_{column}_{len(seen)}")
+            out.append(
+                f"CREATE INDEX {name} ON {quote_ident(table.name)}(CAST(substr({col}, {n + 1}) AS INTEGER)) "
+                f"WHERE substr({col}, 1, {n}) = {sql_literal(g.prefix)}"
+            )
+    return out
+
+
 def schema_ddl(spec: DomainSpec) -> list[str]:
     stmts = [
         f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)",
@@ -103,5 +156,7 @@ def schema_ddl(spec: DomainSpec) -> list[str]:
     ]
     for table in spec.tables:
         stmts.append(table_ddl(table))
+        stmts.extend(index_ddl(table))
         stmts.extend(change_log_ddl(table))
+    stmts.extend(next_id_index_ddl(spec))
     return stmts

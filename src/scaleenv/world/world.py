@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,17 +43,57 @@ class RowChange:
         }
 
 
+# --- canonical hashing ----------------------------------------------------------------------
+#
+# The state hash is a multiset hash: every row gets a 128-bit digest of its canonical text, and a
+# table's hash is the sum of its rows' digests modulo 2**128 (plus the row count). A sum does not
+# depend on the order rows were inserted in, and it can be updated in O(changed rows): subtract the
+# digests the touched rows had in a known base state and add the digests they have now. The change
+# log (``_changes``, filled by triggers) says which rows were touched since that base.
+#
+# The base state of a world restored from a snapshot is the snapshot itself; its per-row digests are
+# computed once and shared by every world restored from the same ``bytes`` object (a small LRU
+# cache), so a hash after a few tool calls costs microseconds, not a full scan.
+
+_MOD = 1 << 128
+
+
+class _HashBase:
+    """Per-row digests (``rows[table][pk]``) and per-table sums/counts of one world state."""
+
+    __slots__ = ("counts", "rows", "sums")
+
+    def __init__(self, rows: dict[str, dict[Any, int]]):
+        self.rows = rows
+        self.sums = {t: sum(d.values()) % _MOD for t, d in rows.items()}
+        self.counts = {t: len(d) for t, d in rows.items()}
+
+
+_BASE_CACHE: OrderedDict[tuple[int, int], tuple[bytes, DomainSpec, _HashBase]] = OrderedDict()
+_BASE_CACHE_SIZE = 16
+_BASE_LOCK = threading.Lock()
+
+
+def _digest(row: tuple, reals: tuple[int, ...]) -> int:
+    if reals:
+        row = tuple(norm_value(v) if i in reals else v for i, v in enumerate(row))
+    return int.from_bytes(hashlib.blake2b(repr(row).encode(), digest_size=16).digest(), "little")
+
+
 class World:
     """An in-memory SQLite world built from a :class:`DomainSpec`.
 
     Writes go through tools; every insert/update/delete is logged by triggers into ``_changes``
-    so that a reward can compare only the touched rows.
+    so that a reward (and the incremental state hash) only inspects the touched rows.
     """
 
     def __init__(self, spec: DomainSpec, conn: sqlite3.Connection | None = None):
         self.spec = spec
         self._tables = {t.name: t for t in spec.tables}
         self._order = sorted(self._tables)
+        self._reals = {
+            t.name: tuple(i for i, c in enumerate(t.columns) if c.type == "real") for t in spec.tables
+        }
         if conn is None:
             conn = self._connect()
             try:
@@ -60,6 +103,8 @@ class World:
             except sqlite3.Error as e:
                 raise WorldError(f"cannot build schema for domain {spec.name!r}: {e}") from e
         self.conn = conn
+        self._snap: bytes | None = None
+        self._base: _HashBase | None = None
 
     @staticmethod
     def _connect() -> sqlite3.Connection:
@@ -70,8 +115,14 @@ class World:
     @classmethod
     def from_snapshot(cls, spec: DomainSpec, data: bytes) -> World:
         conn = cls._connect()
-        conn.deserialize(data)
-        return cls(spec, conn)
+        try:
+            conn.deserialize(data)
+        except (sqlite3.Error, TypeError, ValueError, OverflowError) as e:
+            conn.close()
+            raise WorldError(f"cannot restore a world of domain {spec.name!r} from a snapshot: {e}") from e
+        world = cls(spec, conn)
+        world._snap = data if type(data) is bytes else None
+        return world
 
     # --- data -----------------------------------------------------------------
     @property
@@ -82,32 +133,59 @@ class World:
         return self._tables[table].primary_key
 
     def load_rows(self, table: str, rows: Iterable[Mapping[str, Any]], *, log: bool = False) -> int:
-        """Insert rows (dicts keyed by column). Unknown tables/columns raise WorldError."""
+        """Insert rows (dicts keyed by column). Unknown tables/columns raise WorldError.
+
+        All or nothing: if any row is rejected, none of them is inserted. With ``log=False`` (the
+        default) the change log is cleared afterwards, so the loaded rows become the baseline.
+        """
         t = self._tables.get(table)
         if t is None:
             raise WorldError(f"unknown table {table!r}")
         names = [c.name for c in t.columns]
         known = set(names)
+        cols_for: dict[tuple, tuple[str, ...]] = {}
+        sql_for: dict[tuple[str, ...], str] = {}
+        pending: list[list[Any]] = []
+        current: tuple[str, ...] | None = None
         n = 0
+        conn = self.conn
+
+        def flush() -> None:
+            if pending:
+                conn.executemany(sql_for[current], pending)  # type: ignore[index]
+                pending.clear()
+
         try:
-            self.conn.execute("SAVEPOINT load")
+            conn.execute("SAVEPOINT load")
             for row in rows:
-                extra = set(row) - known
-                if extra:
-                    raise WorldError(f"{table}: unknown column(s) {sorted(extra)}")
-                cols = [c for c in names if c in row]
-                sql = (
-                    f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, cols))}) "
-                    f"VALUES ({', '.join('?' * len(cols))})"
-                )
-                self.conn.execute(sql, [_to_sql(row[c]) for c in cols])
+                if not isinstance(row, Mapping):
+                    raise WorldError(f"{table}: row {n} is not a mapping of column -> value")
+                rk = tuple(row)
+                cols = cols_for.get(rk)
+                if cols is None:
+                    extra = set(rk) - known
+                    if extra:
+                        raise WorldError(f"{table}: unknown column(s) {sorted(map(str, extra))}")
+                    cols = tuple(c for c in names if c in row)
+                    cols_for[rk] = cols
+                    if cols not in sql_for:
+                        sql_for[cols] = (
+                            f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, cols))}) "
+                            f"VALUES ({', '.join('?' * len(cols))})"
+                        )
+                if cols != current:
+                    flush()
+                    current = cols
+                pending.append([_to_sql(row[c]) for c in cols])
                 n += 1
+            flush()
             if not log:
-                self.conn.execute(f"DELETE FROM {CHANGES_TABLE}")
-            self.conn.execute("RELEASE load")
-        except (sqlite3.Error, WorldError) as e:
-            self.conn.execute("ROLLBACK TO load")
-            self.conn.execute("RELEASE load")
+                conn.execute(f"DELETE FROM {CHANGES_TABLE}")
+                self._forget_base()
+            conn.execute("RELEASE load")
+        except (sqlite3.Error, WorldError, TypeError, ValueError, OverflowError) as e:
+            conn.execute("ROLLBACK TO load")
+            conn.execute("RELEASE load")
             if isinstance(e, WorldError):
                 raise
             raise WorldError(f"cannot load rows into {table}: {e}") from e
@@ -133,6 +211,7 @@ class World:
 
     @property
     def clock(self) -> str:
+        """The world's fixed logical clock (``now`` for generated values)."""
         return self.conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = 'clock'").fetchone()[0]
 
     # --- snapshots --------------------------------------------------------------
@@ -142,32 +221,119 @@ class World:
 
     def restore(self, data: bytes) -> None:
         """Reset to a snapshot without re-parsing anything (``deserialize``)."""
-        self.conn.deserialize(data)
+        try:
+            self.conn.deserialize(data)
+        except (sqlite3.Error, TypeError, ValueError, OverflowError) as e:
+            raise WorldError(f"cannot restore a world of domain {self.spec.name!r} from a snapshot: {e}") from e
+        self._snap = data if type(data) is bytes else None
+        self._base = None
 
     def clone(self) -> World:
         return World.from_snapshot(self.spec, self.snapshot())
 
     # --- change log -------------------------------------------------------------
     def touched(self) -> dict[str, set[Any]]:
-        """Primary keys touched by writes since the last snapshot was taken clean."""
+        """Primary keys touched by writes since the change log was last cleared."""
         out: dict[str, set[Any]] = {}
         for tbl, pk in self.conn.execute(f"SELECT tbl, pk FROM {CHANGES_TABLE}"):
             out.setdefault(tbl, set()).add(pk)
         return out
 
     def clear_changes(self) -> None:
+        """Forget the change log: the current state becomes the baseline."""
         self.conn.execute(f"DELETE FROM {CHANGES_TABLE}")
+        self._forget_base()
+
+    def _forget_base(self) -> None:
+        self._snap = None
+        self._base = None
 
     # --- hash and diff ------------------------------------------------------------
     def state_hash(self) -> str:
-        """Canonical content hash: independent of insertion order and of 1 vs 1.0."""
+        """Canonical content hash: independent of insertion order and of 1 vs 1.0.
+
+        Incremental: after the first call (or once per distinct snapshot), only the rows touched
+        since the base state are re-read.
+        """
+        base = self._hash_base()
+        sums, counts = base.sums, base.counts
+        touched = self.touched()
+        if touched:
+            sums, counts = dict(sums), dict(counts)
+            for t, ks in touched.items():
+                if t not in self._tables:
+                    continue
+                old = base.rows[t]
+                now = self._digests(t, list(ks))
+                s, n = sums[t], counts[t]
+                for k in ks:
+                    d = old.get(k)
+                    if d is not None:
+                        s -= d
+                        n -= 1
+                    d = now.get(k)
+                    if d is not None:
+                        s += d
+                        n += 1
+                sums[t], counts[t] = s % _MOD, n
         h = hashlib.blake2b(digest_size=16)
         for t in self._order:
-            h.update(b"\x00T" + t.encode())
-            pk = quote_ident(self.primary_key(t))
-            for row in self.conn.execute(f"SELECT * FROM {quote_ident(t)} ORDER BY {pk}"):
-                h.update(repr(tuple(map(norm_value, row))).encode())
+            h.update(f"\x00{t}\x00{counts[t]}\x00{sums[t]:032x}".encode())
         return h.hexdigest()
+
+    def _hash_base(self) -> _HashBase:
+        if self._base is not None:
+            return self._base
+        snap = self._snap
+        if snap is None:
+            # The current state becomes the base; later changes are in the change log.
+            self._base = self._compute_base()
+            return self._base
+        key = (id(snap), id(self.spec))
+        with _BASE_LOCK:
+            hit = _BASE_CACHE.get(key)
+            if hit is not None and hit[0] is snap and hit[1] is self.spec:
+                _BASE_CACHE.move_to_end(key)
+                self._base = hit[2]
+                return hit[2]
+        other = World.from_snapshot(self.spec, snap)
+        try:
+            base = other._compute_base()
+        finally:
+            other.close()
+        with _BASE_LOCK:
+            _BASE_CACHE[key] = (snap, self.spec, base)
+            while len(_BASE_CACHE) > _BASE_CACHE_SIZE:
+                _BASE_CACHE.popitem(last=False)
+        self._base = base
+        return base
+
+    def _compute_base(self) -> _HashBase:
+        return _HashBase({t: self._digests(t) for t in self._order})
+
+    def _digests(self, table: str, keys: list[Any] | None = None) -> dict[Any, int]:
+        """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys)."""
+        reals = self._reals[table]
+        i = next(j for j, c in enumerate(self._tables[table].columns) if c.name == self.primary_key(table))
+        return {r[i]: _digest(r, reals) for r in self._select(table, keys)}
+
+    def _select(self, table: str, keys: list[Any] | None) -> Iterable[tuple]:
+        q = f"SELECT * FROM {quote_ident(table)}"
+        if keys is None:
+            return self.conn.execute(q)
+        if not keys:
+            return ()
+        pk = quote_ident(self.primary_key(table))
+        try:
+            arg = json.dumps(keys, allow_nan=False)
+        except (TypeError, ValueError):
+            arg = None
+        if arg is not None:
+            return self.conn.execute(f"{q} WHERE {pk} IN (SELECT value FROM json_each(?))", (arg,))
+        out: list[tuple] = []
+        for k in keys:
+            out.extend(self.conn.execute(f"{q} WHERE {pk} = ?", (k,)))
+        return out
 
     def diff(self, other: World, keys: Mapping[str, Iterable[Any]] | None = None) -> list[RowChange]:
         """Rows of ``other`` that differ from ``self`` (self = before, other = after).
@@ -183,56 +349,36 @@ class World:
             else:
                 ks = list(keys[t])
                 a, b = self._keyed(t, ks), other._keyed(t, ks)
-                all_keys = set(ks)
+                all_keys = a.keys() | b.keys()
             for k in sorted(all_keys, key=_sort_key):
                 ra, rb = a.get(k), b.get(k)
-                if ra is None and rb is None:
-                    continue
                 if ra is None:
                     out.append(RowChange(t, k, "added", after=rb))
                 elif rb is None:
                     out.append(RowChange(t, k, "removed", before=ra))
                 else:
-                    cols = {
-                        c: (ra[c], rb[c]) for c in ra if norm_value(ra[c]) != norm_value(rb.get(c))
-                    }
+                    cols = {c: (v, rb.get(c)) for c, v in ra.items() if norm_value(v) != norm_value(rb.get(c))}
                     if cols:
                         out.append(RowChange(t, k, "changed", cols, before=ra, after=rb))
         return out
 
     def _keyed(self, table: str, keys: list[Any] | None = None) -> dict[Any, dict[str, Any]]:
-        pk = self.primary_key(table)
-        q = f"SELECT * FROM {quote_ident(table)}"
-        if keys is None:
-            cur = self.conn.execute(q)
-        else:
-            if not keys:
-                return {}
-            cur = self.conn.execute(
-                f"{q} WHERE {quote_ident(pk)} IN (SELECT value FROM json_each(?))", (_json_keys(keys),)
-            )
-        names = [d[0] for d in cur.description]
-        i = names.index(pk)
-        return {r[i]: dict(zip(names, r, strict=True)) for r in cur}
+        names = [c.name for c in self._tables[table].columns]
+        i = names.index(self.primary_key(table))
+        return {r[i]: dict(zip(names, r, strict=True)) for r in self._select(table, keys)}
 
     def close(self) -> None:
         self.conn.close()
 
 
-def _json_keys(keys: list[Any]) -> str:
-    import json
-
-    return json.dumps(keys)
-
-
 def _sort_key(k: Any) -> tuple[int, Any]:
-    return (0, k) if isinstance(k, int | float) else (1, str(k))
+    if isinstance(k, int | float) and not isinstance(k, bool):
+        return (0, k)
+    return (1, str(k))
 
 
 def _to_sql(v: Any) -> Any:
     if isinstance(v, dict | list):
-        import json
-
         return json.dumps(v, sort_keys=True)
     if isinstance(v, bool):
         return int(v)
