@@ -30,8 +30,9 @@ class Episode:
 
     ``initial`` is the snapshot every ``reset()`` returns to. ``expected`` is the verified final
     world (may be shared read-only between episodes of the same task). ``gold_keys`` are the rows
-    the gold chain touched; together with the rows the agent touched they bound what
-    ``evaluate()`` has to compare.
+    the gold chain touched; together with the rows the agent touched and the rows in the expected
+    world's change log (the gold chain's writes, when it was executed on the initial snapshot) they
+    bound what ``evaluate()`` has to compare.
     """
 
     def __init__(
@@ -83,7 +84,11 @@ class Episode:
             result = ToolResult(False, error_output("unknown_tool", f"no tool named {shown!r}"), error="unknown_tool",
                                 message=f"no tool named {shown!r}")
         else:
-            result = execute_tool(self.world, tool, args)
+            try:
+                result = execute_tool(self.world, tool, args)
+            except Exception as e:  # noqa: BLE001 - an agent's call must never raise out of the episode
+                msg = f"{tool.name} failed: {type(e).__name__}"
+                result = ToolResult(False, error_output("internal_error", msg), error="internal_error", message=msg)
         if not result.ok:
             self.stats.errors += 1
             self.stats.by_code[result.error] += 1
@@ -105,8 +110,9 @@ class Episode:
         if self.expected is None:
             raise ValueError("this episode has no expected world to evaluate against")
         keys: dict[str, set[Any]] = {t: set(k) for t, k in self.gold_keys.items()}
-        for t, ks in self.world.touched().items():
-            keys.setdefault(t, set()).update(ks)
+        for touched in (self.expected.touched(), self.world.touched()):
+            for t, ks in touched.items():
+                keys.setdefault(t, set()).update(ks)
         text = "\n".join(self.said) if said is None else said
         return compute_reward(
             self.world,

@@ -10,7 +10,8 @@ from rapidfuzz import fuzz
 
 from scaleenv.reward.match import normalize_text
 
-_NUM = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+_NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+"""A number that stands alone: the digits of an id such as ``O002`` or ``#W1000007`` are not numbers."""
 
 
 class AnswerFact(BaseModel):
@@ -34,8 +35,9 @@ def _numbers(text: str) -> list[float]:
 def fact_stated(fact: AnswerFact, text: str) -> bool:
     """Whether ``text`` (what the agent told the user) states ``fact``'s value.
 
-    Numbers match by value (``1,234.50`` states 1234.5); text matches case-insensitively, or fuzzily
-    when the value is long enough for a near match to be meaningful.
+    Numbers match by value (``$1,234.50`` states 1234.5); text matches case-insensitively as a whole
+    word or phrase (``no`` is not stated by ``nothing``), or fuzzily when the value is long enough
+    for a near match to be meaningful.
     """
     v = fact.value
     if isinstance(v, bool):
@@ -45,6 +47,6 @@ def fact_stated(fact: AnswerFact, text: str) -> bool:
     needle, hay = normalize_text(str(v)), normalize_text(text)
     if not needle:
         return True
-    if needle in hay:
+    if needle in hay and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", hay):
         return True
     return len(needle) >= 12 and fuzz.partial_ratio(needle, hay) >= 92

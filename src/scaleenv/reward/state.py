@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +24,28 @@ class Reward:
 
     def to_json(self) -> dict[str, Any]:
         return {"score": self.score, "success": self.success, "components": self.components, "diff": self.diff}
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except (ValueError, RecursionError):
+            return v
+    return v
+
+
+def same_value(want: Any, got: Any, column_type: str = "text") -> bool:
+    """Exact match by value, not by spelling: 1 == 1.0, float round-off (1e-9) is forgiven, and
+    json columns compare parsed documents (key order and whitespace don't matter)."""
+    if norm_value(want) == norm_value(got):
+        return True
+    num = (int, float)
+    if isinstance(want, num) and isinstance(got, num) and not isinstance(want, bool) and not isinstance(got, bool):
+        return math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9)
+    if column_type == "json":
+        return _json_value(want) == _json_value(got)
+    return False
 
 
 def _fmt(v: Any) -> str:
@@ -45,9 +69,7 @@ def compute_reward(
     the agent); without it the whole database is compared. ``said`` is everything the agent told
     the user, checked against ``answer_facts``.
     """
-    policies = {
-        (t.name, c.name): c.match for t in final.spec.tables for c in t.columns
-    }
+    columns = {(t.name, c.name): c for t in final.spec.tables for c in t.columns}
     diff: list[str] = []
     rows_bad = 0
     cells_checked = cells_bad = 0
@@ -64,7 +86,8 @@ def compute_reward(
             continue
         row_bad = False
         for col, (want, got) in ch.columns.items():
-            policy = policies.get((ch.table, col), "exact")
+            spec_col = columns.get((ch.table, col))
+            policy = spec_col.match if spec_col is not None else "exact"
             if policy == "exempt":
                 continue
             cells_checked += 1
@@ -74,7 +97,7 @@ def compute_reward(
                     continue
                 diff.append(f"{where}.{col}: expected ~{_fmt(want)}, got {_fmt(got)} (similarity {sim:.2f})")
             else:
-                if norm_value(want) == norm_value(got):
+                if same_value(want, got, spec_col.type if spec_col is not None else "text"):
                     continue
                 diff.append(f"{where}.{col}: expected {_fmt(want)}, got {_fmt(got)}")
             cells_bad += 1

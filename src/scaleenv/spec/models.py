@@ -23,7 +23,8 @@ MatchPolicy = Literal["exact", "semantic", "exempt"]
 ParamType = Literal["string", "integer", "number", "boolean", "array"]
 ItemType = Literal["string", "integer", "number", "boolean"]
 
-TOOL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+TOOL_NAME_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,63}\Z")
+"""``^[A-Za-z_][A-Za-z0-9_]{0,63}$`` without ``$``'s trailing-newline loophole."""
 
 
 class _Model(BaseModel):

@@ -35,6 +35,63 @@ class SqlInfo:
         return {t for t, _ in self.writes} | self.inserts | self.deletes
 
 
+def strict_identifiers(sql: str) -> str:
+    """``sql`` with double-quoted identifiers requoted as ``[name]``.
+
+    SQLite silently reads a double-quoted name that is not a column as a string literal, so
+    ``WHERE "no_such_column" = 1`` would prepare. Brackets are identifier-only quoting, so the
+    requoted statement fails to prepare exactly when a name is unknown.
+    """
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch == "'" or ch == "`" or ch == "[":
+            close = "]" if ch == "[" else ch
+            j = i + 1
+            while j < n:
+                if sql[j] == close:
+                    if close != "]" and j + 1 < n and sql[j + 1] == close:
+                        j += 2
+                        continue
+                    break
+                j += 1
+            out.append(sql[i : j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            out.append(sql[i:j])
+            i = j
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(sql[i:j])
+            i = j
+        elif ch == '"':
+            j = i + 1
+            buf: list[str] = []
+            while j < n:
+                if sql[j] == '"':
+                    if j + 1 < n and sql[j + 1] == '"':
+                        buf.append('"')
+                        j += 2
+                        continue
+                    break
+                buf.append(sql[j])
+                j += 1
+            name = "".join(buf)
+            if j >= n or "]" in name:
+                out.append(sql[i : j + 1])
+            else:
+                out.append("[" + name + "]")
+            i = j + 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
 def analyze_sql(conn: sqlite3.Connection, sql: str) -> SqlInfo:
     """Prepare ``sql`` on ``conn`` and report what it touches. Raises sqlite3.Error if it doesn't prepare."""
     info = SqlInfo()
@@ -56,7 +113,7 @@ def analyze_sql(conn: sqlite3.Connection, sql: str) -> SqlInfo:
         raise sqlite3.ProgrammingError("only one SQL statement is allowed per entry")
     conn.set_authorizer(auth)
     try:
-        conn.execute("EXPLAIN " + sql, {p: None for p in sql_params(sql)}).fetchall()
+        conn.execute("EXPLAIN " + strict_identifiers(sql), {p: None for p in sql_params(sql)}).fetchall()
     finally:
         conn.set_authorizer(None)
     return info

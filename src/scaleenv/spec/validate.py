@@ -131,11 +131,16 @@ def _check_tool(spec: DomainSpec, tool: ToolSpec, path: str, conn: sqlite3.Conne
         if not spath.startswith("effects") and info.tables_written:
             problems.append((f"{path}.{spath}", "contracts and returns must not write"))
     if tool.implementation.kind == "python":
+        from scaleenv.tools.pyimpl import private_names
+
         src = tool.implementation.source or ""
         try:
             used |= _python_params(src)
             if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in ast.parse(src).body):
                 problems.append((f"{path}.implementation.source", "must define run(db, args)"))
+            bad = private_names(src)
+            if bad:
+                problems.append((f"{path}.implementation.source", f"uses private names {bad}"))
         except SyntaxError as e:
             problems.append((f"{path}.implementation.source", f"does not compile: {e.msg} (line {e.lineno})"))
     for name in sorted({p.name for p in tool.parameters} - used):
