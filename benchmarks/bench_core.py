@@ -1,0 +1,210 @@
+"""Core runtime benchmark on a tau2-retail-sized world (see ``retail_world.py``).
+
+Figures (medians; ``_ms`` in milliseconds, ``_s`` in seconds, ``_mb`` in 10**6 bytes):
+
+core.reset_ms          reset an episode's world to its initial snapshot (after a write)   target <= 0.5
+core.read_call_ms      get_order_details through Episode.call_tool (validation + contracts) target <= 0.1
+core.write_call_ms     cancel_pending_order / modify_pending_order_address via call_tool   target <= 0.2
+core.evaluate_ms       Episode.evaluate (diff + reward) after the gold actions            target <= 2
+core.hash_ms           Episode.state_hash after the gold actions (incremental)            target <= 5
+core.hash_cold_ms      state_hash of a world whose snapshot was never hashed (full scan)
+core.episode_mem_mb    marginal RSS per live episode (N episodes share one snapshot)      target <= 4
+core.import_s          wall time of ``python -c "import scaleenv"``                       target <= 0.3
+core.python_startup_s  wall time of ``python -c pass`` on the same interpreter (baseline)
+core.world_json_mb     the world's rows as indented JSON (like tau2's db.json, 2.81 MB)
+core.world_json_compact_mb, core.world_sqlite_mb, core.world_rows, core.build_s
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+
+
+def _sibling(name: str) -> Any:
+    key = f"scaleenv_bench_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, _HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ms(samples: list[int]) -> float:
+    return statistics.median(samples) / 1e6
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _check(result: Any, what: str) -> None:
+    if not result.ok:
+        raise RuntimeError(f"benchmark call {what} failed: {result.output}")
+
+
+def _wall(cmd: list[str], reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run(quick: bool = False) -> dict[str, float]:
+    from scaleenv.episode import Episode
+    from scaleenv.spec import validate_spec
+    from scaleenv.world import World
+
+    rw = _sibling("retail_world")
+    reps = 60 if quick else 2000
+    figures: dict[str, float] = {}
+
+    spec = validate_spec(rw.SPEC)
+    rows = rw.generate(0)
+    t0 = time.perf_counter()
+    world = World(spec)
+    for table, table_rows in rows.items():
+        world.load_rows(table, table_rows)
+    figures["core.build_s"] = time.perf_counter() - t0
+    initial = world.snapshot()
+    world.close()
+    figures["core.world_json_mb"] = rw.json_size_bytes(rows) / 1e6
+    figures["core.world_json_compact_mb"] = len(json.dumps(rows, separators=(",", ":"))) / 1e6
+    figures["core.world_sqlite_mb"] = len(initial) / 1e6
+    figures["core.world_rows"] = float(sum(len(r) for r in rows.values()))
+
+    pending = [o["order_id"] for o in rows["orders"] if o["status"] == "pending"]
+    order_ids = [o["order_id"] for o in rows["orders"]]
+    half = len(pending) // 2
+    address = {"address1": "1 Infinite Loop", "address2": "Suite 100", "city": "Cupertino", "state": "CA",
+               "country": "USA", "zip": "95014"}
+    gold = [
+        ("cancel_pending_order", {"order_id": pending[0], "reason": "no longer needed"}),
+        ("modify_pending_order_address", {"order_id": pending[half], **address}),
+    ]
+
+    # The task's expected world: the gold actions executed once on a copy of the initial state.
+    expected = World.from_snapshot(spec, initial)
+    probe = Episode(spec, initial)
+    for name, args in gold:
+        _check(probe.call_tool(name, args), name)
+    expected.restore(probe.snapshot())
+    gold_keys = probe.world.touched()
+    probe.close()
+
+    ep = Episode(spec, initial, expected, gold_keys=gold_keys)
+
+    # reset (the world is dirty before every reset)
+    samples = []
+    for i in range(reps):
+        ep.call_tool("modify_user_address", {"user_id": rows["users"][i % 500]["user_id"], **address})
+        t = time.perf_counter_ns()
+        ep.reset()
+        samples.append(time.perf_counter_ns() - t)
+    figures["core.reset_ms"] = _ms(samples)
+
+    # read tool call
+    samples = []
+    for i in range(reps):
+        args = {"order_id": order_ids[(i * 37) % len(order_ids)]}
+        t = time.perf_counter_ns()
+        res = ep.call_tool("get_order_details", args)
+        samples.append(time.perf_counter_ns() - t)
+        _check(res, "get_order_details")
+    figures["core.read_call_ms"] = _ms(samples)
+
+    # write tool calls: a reset (untimed) every 40 calls so every call succeeds
+    samples = []
+    for i in range(reps):
+        k = i % 40
+        if k == 0:
+            ep.reset()
+        if k % 2 == 0:
+            name, args = "cancel_pending_order", {"order_id": pending[1 + k // 2], "reason": "ordered by mistake"}
+        else:
+            name, args = "modify_pending_order_address", {"order_id": pending[half + 1 + k // 2], **address}
+        t = time.perf_counter_ns()
+        res = ep.call_tool(name, args)
+        samples.append(time.perf_counter_ns() - t)
+        _check(res, name)
+    figures["core.write_call_ms"] = _ms(samples)
+
+    # evaluate after the agent did exactly the gold actions
+    ep.reset()
+    for name, args in gold:
+        _check(ep.call_tool(name, args), name)
+    reward = ep.evaluate()
+    if reward.score != 1.0:
+        raise RuntimeError(f"gold actions did not score 1.0: {reward.diff}")
+    samples = []
+    for _ in range(reps):
+        t = time.perf_counter_ns()
+        ep.evaluate()
+        samples.append(time.perf_counter_ns() - t)
+    figures["core.evaluate_ms"] = _ms(samples)
+
+    # canonical hash: incremental (the snapshot's row digests are cached), then cold
+    ep.state_hash()
+    samples = []
+    for _ in range(reps):
+        t = time.perf_counter_ns()
+        h = ep.state_hash()
+        samples.append(time.perf_counter_ns() - t)
+    figures["core.hash_ms"] = _ms(samples)
+    samples = []
+    for _ in range(1 if quick else 5):
+        fresh = World.from_snapshot(spec, bytes(bytearray(ep.snapshot())))  # a new bytes object: no cache
+        t = time.perf_counter_ns()
+        cold = fresh.state_hash()
+        samples.append(time.perf_counter_ns() - t)
+        fresh.close()
+        if cold != h:
+            raise RuntimeError("incremental and full state hashes disagree")
+    figures["core.hash_cold_ms"] = _ms(samples)
+    ep.close()
+
+    # memory per live episode: N episodes of one task share the initial snapshot and expected world
+    n = 10 if quick else 50
+    gc.collect()
+    before = _rss()
+    live = []
+    for i in range(n):
+        e = Episode(spec, initial, expected, gold_keys=gold_keys)
+        e.call_tool("get_order_details", {"order_id": order_ids[i]})
+        e.call_tool("modify_user_address", {"user_id": rows["users"][i]["user_id"], **address})
+        live.append(e)
+    gc.collect()
+    figures["core.episode_mem_mb"] = (_rss() - before) / n / 1e6
+    for e in live:
+        e.close()
+    expected.close()
+
+    runs = 3 if quick else 9
+    figures["core.import_s"] = _wall([sys.executable, "-c", "import scaleenv"], runs)
+    figures["core.python_startup_s"] = _wall([sys.executable, "-c", "pass"], runs)
+    return figures
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(quick="--quick" in sys.argv), indent=2, sort_keys=True))
