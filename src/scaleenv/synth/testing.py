@@ -58,6 +58,7 @@ class ToolReport:
             "counts": self.counts(),
             "negative_tests": sum(t.kind == "negative" for t in self.tests),
             "untested_preconditions": self.untested_preconditions,
+            "positive_args": self.positive_args,
             "failures": [asdict(t) for t in self.tests if t.verdict == UNEXPECTED],
         }
 

@@ -155,26 +155,29 @@ class ArgSampler:
             return "invalid"
         return first_failing_precondition(self.world, tool, params, upto)
 
-    def satisfying_args(self, tool: ToolSpec, attempts: int = 8) -> dict[str, Any] | None:
-        """Arguments under which every precondition holds (coordinate search), or None."""
+    def satisfying_args(self, tool: ToolSpec, attempts: int = 8,
+                        fixed: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Arguments under which every precondition holds (coordinate search), or None.
+        ``fixed`` arguments are kept as given."""
+        fixed = fixed or {}
         for _ in range(attempts):
-            args = self.random_args(tool)
+            args = {**self.random_args(tool), **fixed}
             ok = True
             for i, pre in enumerate(tool.preconditions):
                 if self._fails_at(tool, args, i + 1) is None:
                     continue
-                names = [n for n in sorted(sql_params(pre.sql)) if tool.param(n)]
+                names = [n for n in sorted(sql_params(pre.sql)) if tool.param(n) and n not in fixed]
                 self.rng.shuffle(names)
-                fixed = False
+                repaired = False
                 for name in names:
                     for v in self.candidates(tool.param(name)):  # type: ignore[arg-type]
                         trial = {**args, name: v}
                         if self._fails_at(tool, trial, i + 1) is None:
-                            args, fixed = trial, True
+                            args, repaired = trial, True
                             break
-                    if fixed:
+                    if repaired:
                         break
-                if not fixed:
+                if not repaired:
                     ok = False
                     break
             if ok and self._fails_at(tool, args) is None:

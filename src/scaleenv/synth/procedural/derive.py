@@ -355,7 +355,9 @@ class _Deriver:
         self.trim()
         return DomainSpec(name=self.bp.name, description=self.bp.description, keywords=list(self.bp.keywords),
                           tables=list(self.tables.values()), tools=self.tools,
-                          meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural"})
+                          meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural",
+                                "singular": {e.name: e.singular for e in self.bp.entities},
+                                "display": {e.name: e.display for e in self.bp.entities if e.display}})
 
     def trim(self) -> None:
         """Drop a seeded share of optional tools (and enough to respect MAX_TOOLS)."""

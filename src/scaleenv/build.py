@@ -1,0 +1,263 @@
+"""``scaleenv build``: Phase 1 (domains) and Phase 2 (tasks) for many domains, resumable, on a
+serial, process or Ray executor. The work unit is one domain; every executor gives the same bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scaleenv import __version__
+from scaleenv.errors import ScaleEnvError, UniverseError
+from scaleenv.universe import FORMAT, read_json, read_tasks, write_domain, write_json
+
+Progress = Callable[[str, str, int, int], None]  # (domain, stage, done, total)
+
+
+@dataclass
+class BuildConfig:
+    out: Path
+    domains: list[str]
+    tasks_per_domain: int = 64
+    seed: int = 0
+    scale: float = 1.0
+    resume: bool = False
+    executor: str = "serial"
+    workers: int = 2
+    ray_address: str | None = None
+
+    def manifest_key(self) -> dict[str, Any]:
+        return {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
+                "domains": self.domains}
+
+
+@dataclass
+class DomainResult:
+    domain: str
+    tables: int
+    tools: int
+    derived_tools: int
+    edges: int
+    tasks: int
+    attempts: int
+    rejections: dict[str, int]
+    phase1_s: float
+    phase2_s: float
+    skipped: list[str] = field(default_factory=list)
+
+
+def _load_attempt_log(path: Path) -> tuple[int, Counter]:
+    nxt, rej = 0, Counter()
+    if not path.exists():
+        return nxt, rej
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line after a crash
+        nxt = max(nxt, rec["attempt"] + 1)
+        if rec.get("rejected"):
+            rej[rec["rejected"]] += 1
+    return nxt, rej
+
+
+def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progress | None = None) -> DomainResult:
+    """Phase 1 and Phase 2 for one domain, writing into ``root``; resumable at task granularity."""
+    from scaleenv.graph.build import ToolGraph
+    from scaleenv.spec.models import DomainSpec
+    from scaleenv.synth.procedural.blueprint import catalog
+    from scaleenv.synth.procedural.domain import build_domain
+    from scaleenv.tasks.context import DomainContext
+    from scaleenv.tasks.generate import TaskRejected, generate_task
+
+    seed, k, resume = cfg["seed"], cfg["tasks_per_domain"], cfg["resume"]
+    ddir = root / "domains" / name
+    t0 = time.perf_counter()
+    skipped = []
+    if resume and (ddir / "done.json").exists():
+        spec = DomainSpec.model_validate(read_json(ddir / "spec.json"))
+        base = (ddir / "base.sqlite").read_bytes()
+        tests = read_json(ddir / "tests.json")
+        graph = ToolGraph.from_json(read_json(ddir / "graph.json"))
+        derived = tests["tools"]
+        skipped.append("phase1")
+    else:
+        built = build_domain(catalog()[name], seed, cfg["scale"])
+        write_domain(root, built)
+        spec, base, tests, graph, derived = built.spec, built.base, built.tests, built.graph, built.derived_tools
+    t1 = time.perf_counter()
+    if progress:
+        progress(name, "tools", 1, 1)
+    tdir = root / "tasks"
+    final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
+    tasks = []
+    if resume and final.exists():
+        tasks = list(read_tasks(final))
+        attempt, rejections = _load_attempt_log(log)
+        skipped.append("phase2")
+    else:
+        tdir.mkdir(parents=True, exist_ok=True)
+        if resume and partial.exists():
+            tasks = list(read_tasks(partial, tolerate_torn_tail=True))
+            attempt, rejections = _load_attempt_log(log)
+            if tasks:
+                attempt = max(attempt, tasks[-1].attempt + 1)
+        else:
+            attempt, rejections = 0, Counter()
+            log.unlink(missing_ok=True)
+        # rewrite the partial file with only whole lines (drops a torn tail)
+        partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
+        positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
+        ctx = DomainContext(spec, base, graph, positive)
+        seen = {t.dedup_key() for t in tasks}
+        max_attempts = 10 * k + 20
+        with partial.open("a", encoding="utf-8") as out, log.open("a", encoding="utf-8") as logf:
+            while len(tasks) < k and attempt < max_attempts:
+                rec: dict[str, Any] = {"attempt": attempt}
+                try:
+                    task = generate_task(ctx, seed, attempt)
+                    if task.dedup_key() in seen:
+                        raise TaskRejected("duplicate")
+                    seen.add(task.dedup_key())
+                    out.write(task.to_jsonl() + "\n")
+                    out.flush()
+                    tasks.append(task)
+                    rec["task"] = task.id
+                except TaskRejected as e:
+                    rejections[e.reason] += 1
+                    rec["rejected"] = e.reason
+                logf.write(json.dumps(rec, sort_keys=True) + "\n")
+                logf.flush()
+                attempt += 1
+                if progress:
+                    progress(name, "tasks", len(tasks), k)
+        os.replace(partial, final)
+    t2 = time.perf_counter()
+    write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
+                                             "rejections": dict(sorted(rejections.items()))})
+    stats = graph.stats()
+    return DomainResult(name, len(spec.tables), len(spec.tools), derived, stats["edges"], len(tasks), attempt,
+                        dict(sorted(rejections.items())), round(t1 - t0, 3), round(t2 - t1, 3), skipped)
+
+
+def _job(args: tuple[str, str, dict[str, Any], Any]) -> DomainResult:
+    root, name, cfg, queue = args
+
+    def progress(d: str, stage: str, done: int, total: int) -> None:
+        if queue is not None:
+            queue.put((d, stage, done, total))
+
+    return build_one_domain(Path(root), name, cfg, progress)
+
+
+def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
+    manifest = cfg.out / "universe.json"
+    if manifest.exists():
+        old = read_json(manifest)
+        if cfg.resume:
+            prev = old.get("build", {})
+            if prev and prev != cfg.manifest_key():
+                raise UniverseError(f"{cfg.out} was built with different settings ({prev}); "
+                                    "resume with the same flags or pick another --out")
+        elif force:
+            shutil.rmtree(cfg.out)
+        else:
+            raise UniverseError(f"{cfg.out} already holds a universe; pass --resume to continue it, "
+                                "--force to overwrite it, or another --out")
+    elif cfg.out.exists() and any(cfg.out.iterdir()) and not force:
+        raise UniverseError(f"{cfg.out} exists and is not empty; pick another --out or pass --force")
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    write_json(manifest, {"format": FORMAT, "status": "building", "backend": "procedural",
+                          "scaleenv": __version__, "domains": cfg.domains, "build": cfg.manifest_key()})
+
+
+def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[DomainResult]:
+    """Build (or resume) a universe; returns per-domain results in domain order."""
+    job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
+               "resume": cfg.resume}
+    results: dict[str, DomainResult] = {}
+    if cfg.executor == "serial":
+        for name in cfg.domains:
+            results[name] = build_one_domain(cfg.out, name, job_cfg, progress)
+    elif cfg.executor == "process":
+        results = _run_process(cfg, job_cfg, progress)
+    elif cfg.executor == "ray":
+        results = _run_ray(cfg, job_cfg, progress)
+    else:
+        raise ScaleEnvError(f"unknown executor {cfg.executor!r}; use serial, process or ray")
+    ordered = [results[n] for n in cfg.domains]
+    write_json(cfg.out / "universe.json", {
+        "format": FORMAT, "status": "complete", "backend": "procedural", "scaleenv": __version__,
+        "domains": cfg.domains, "build": cfg.manifest_key(),
+        "counts": {"domains": len(ordered), "tools": sum(r.tools for r in ordered),
+                   "tasks": sum(r.tasks for r in ordered)},
+    })
+    return ordered
+
+
+def _drain(queue: Any, progress: Progress | None) -> None:
+    import queue as q
+
+    while True:
+        try:
+            item = queue.get_nowait()
+        except (q.Empty, EOFError, OSError):
+            return
+        if progress:
+            progress(*item)
+
+
+def _run_process(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
+    import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
+    manager = ctx.Manager()
+    queue = manager.Queue()
+    results: dict[str, DomainResult] = {}
+    try:
+        with ProcessPoolExecutor(max_workers=max(1, cfg.workers), mp_context=ctx) as pool:
+            futures = {pool.submit(_job, (str(cfg.out), n, job_cfg, queue)): n for n in cfg.domains}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(queue, progress)
+                for f in done:
+                    results[futures[f]] = f.result()
+            _drain(queue, progress)
+    finally:
+        manager.shutdown()
+    return results
+
+
+def _run_ray(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
+    try:
+        import ray
+    except ImportError:
+        raise ScaleEnvError("the ray executor needs Ray: pip install 'scaleenv[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=cfg.ray_address, num_cpus=None if cfg.ray_address else cfg.workers,
+                 include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        remote = ray.remote(_job)
+        refs = {remote.remote((str(cfg.out.resolve()), n, job_cfg, None)): n for n in cfg.domains}
+        results: dict[str, DomainResult] = {}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            r = ray.get(done[0])
+            results[refs[done[0]]] = r
+            if progress:
+                progress(r.domain, "tasks", r.tasks, cfg.tasks_per_domain)
+        return results
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,81 @@
+"""Per-domain facts that task generation needs, computed once: tool I/O, key params, positive args."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from scaleenv.graph.build import ToolGraph, ToolIO, tool_io
+from scaleenv.spec.models import DomainSpec, ToolSpec
+from scaleenv.world.world import World
+
+WRITE_FAMILIES = {"operation": 4, "transition": 3, "update": 1, "create": 1, "delete": 1}
+
+
+@dataclass
+class DomainContext:
+    spec: DomainSpec
+    base: bytes
+    graph: ToolGraph
+    positive_args: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @cached_property
+    def io(self) -> dict[str, ToolIO]:
+        conn = World(self.spec).conn
+        return {t.name: tool_io(self.spec, t, conn) for t in self.spec.tools}
+
+    def key_params(self, tool: ToolSpec) -> dict[str, str]:
+        """Parameters that carry an entity id, mapped to the entity's table."""
+        return {p: kd.split(".")[0] for p, kd in self.io[tool.name].inputs.items()}
+
+    def focus(self, tool: ToolSpec) -> tuple[str, str] | None:
+        """The (param, table) a goal tool acts on: its first id parameter."""
+        for p in tool.parameters:
+            kd = self.io[tool.name].inputs.get(p.name)
+            if kd and p.required:
+                return p.name, kd.split(".")[0]
+        return None
+
+    @cached_property
+    def goal_tools(self) -> list[ToolSpec]:
+        return [t for t in self.spec.tools if t.kind == "write" and self.focus(t) is not None]
+
+    @cached_property
+    def read_goal_tools(self) -> list[ToolSpec]:
+        return [t for t in self.spec.tools if t.kind == "read" and self.focus(t) is not None
+                and t.returns.mode in ("one", "scalar")]
+
+    def parent_link(self, table: str) -> tuple[str, str] | None:
+        """(fk column, parent table) of the first required foreign key of ``table``."""
+        t = self.spec.table(table)
+        if t is None:
+            return None
+        for c in t.columns:
+            if c.foreign_key and not c.nullable and c.foreign_key.split(".")[0] != table:
+                return c.name, c.foreign_key.split(".")[0]
+        return None
+
+    def tool_by_family(self, family: str, entity: str, **meta: Any) -> ToolSpec | None:
+        for t in self.spec.tools:
+            if t.meta.get("family") == family and t.meta.get("entity") == entity and all(
+                t.meta.get(k) == v for k, v in meta.items()
+            ):
+                return t
+        return None
+
+    def singular(self, table: str) -> str:
+        names = self.spec.meta.get("singular") or {}
+        return names.get(table) or table.removesuffix("s")
+
+    def display_column(self, table: str) -> str | None:
+        t = self.spec.table(table)
+        if t is None:
+            return None
+        declared = (self.spec.meta.get("display") or {}).get(table)
+        if declared and t.column(declared):
+            return declared
+        for name in ("full_name", "name", "title", "display_name", "label", "username", "subject", "headline"):
+            if t.column(name):
+                return name
+        return None

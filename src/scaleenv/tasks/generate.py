@@ -1,0 +1,452 @@
+"""Phase 2: instantiate verified tasks by graph expansion (ScaleEnv §4.2), without an LLM.
+
+One attempt: pick goal tools on the dependency graph, clone the rows they act on into fresh
+entities (the rows the chain needs), add confusable distractors, write the seed chain as an
+executable program (lookups whose outputs feed the goal calls), execute it to get the expected
+state, expand the task's tool neighbourhood breadth-first, write the user side, and run the
+integrity gates. Any failure rejects the attempt with a counted reason.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from scaleenv.errors import ScaleEnvError, ToolError
+from scaleenv.spec.models import ToolSpec
+from scaleenv.tasks.chain import ChainError, resolve_args, run_chain
+from scaleenv.tasks.context import WRITE_FAMILIES, DomainContext
+from scaleenv.tasks.expand import expand_tools
+from scaleenv.tasks.gates import run_gates
+from scaleenv.tasks.instruction import EntityRef, Goal, build_user_side, human
+from scaleenv.tasks.load import TaskWorlds, make_episode
+from scaleenv.tasks.model import Call, Task
+from scaleenv.tasks.state import apply_patch, distractor, fresh_unique, next_id
+from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
+from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.world import World
+
+LEVELS = {
+    # sub-goals, distractors per entity, withheld facts, probability of a read goal
+    "easy": ((1, 1), (0, 1), 0, 0.25),
+    "medium": ((1, 2), (1, 2), 1, 0.4),
+    "hard": ((2, 3), (2, 3), 2, 0.5),
+}
+
+
+class TaskRejected(ScaleEnvError):
+    def __init__(self, reason: str, detail: str = ""):
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+@dataclass
+class ChainConfig:
+    min_length: int = 3
+    max_length: int = 8
+    min_tools: int = 20
+
+
+def _shift_dates(row: dict[str, Any], days: int) -> dict[str, Any]:
+    out = dict(row)
+    for k, v in row.items():
+        if isinstance(v, str) and re.match(r"^\d{4}-\d{2}-\d{2}", v):
+            try:
+                if "T" in v:
+                    out[k] = (dt.datetime.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
+                elif len(v) == 10:
+                    out[k] = (dt.date.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
+            except ValueError:
+                pass
+    return out
+
+
+class TaskBuilder:
+    def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
+        self.ctx = ctx
+        self.spec = ctx.spec
+        self.attempt = attempt
+        self.config = config
+        self.rng = random.Random(f"task:{seed}:{ctx.spec.name}:{attempt}")
+        self.seed = seed
+        self.world = World.from_snapshot(ctx.spec, ctx.base)
+        self.patch: dict[str, list[dict[str, Any]]] = {}
+        self.distractor_ids: dict[str, set[Any]] = {}
+        self.taken: set[Any] = set()
+        self.entities: dict[str, EntityRef] = {}
+        self.refs: dict[str, Any] = {}  # table -> id reference (a $ref dict or a literal id)
+        self.chain: list[Call] = []
+        self.goals: list[Goal] = []
+        self.answer_facts: list[dict[str, Any]] = []
+
+    # --- initial state ---------------------------------------------------------
+    def add_rows(self, table: str, rows: list[dict[str, Any]], distract: bool = False) -> None:
+        self.world.load_rows(table, rows)
+        self.patch.setdefault(table, []).extend(rows)
+        if distract:
+            self.distractor_ids.setdefault(table, set()).update(r["id"] for r in rows)
+
+    def clone_path(self, table: str, key: Any) -> tuple[dict[tuple[str, Any], Any], list[tuple[str, dict]]]:
+        """Clone the row and its ancestors (first required foreign key at each level), root first."""
+        path: list[tuple[str, dict[str, Any]]] = []
+        seen = set()
+        t, k = table, key
+        while (t, k) not in seen:
+            seen.add((t, k))
+            row = self.world.row(t, k)
+            if row is None:
+                raise TaskRejected("missing_row", f"{t}[{k}]")
+            path.append((t, row))
+            link = self.ctx.parent_link(t)
+            if link is None or row.get(link[0]) is None:
+                break
+            t, k = link[1], row[link[0]]
+        mapping: dict[tuple[str, Any], Any] = {}
+        clones: list[tuple[str, dict[str, Any]]] = []
+        shift = self.rng.choice([-2, -1, 1, 2, 3])
+        for depth, (t, row) in enumerate(reversed(path)):
+            tbl = self.spec.table(t)
+            assert tbl is not None
+            new = dict(row) if depth == 0 else _shift_dates(row, shift)
+            new["id"] = next_id(self.world, t)
+            link = self.ctx.parent_link(t)
+            if link and (link[1], row.get(link[0])) in mapping:
+                new[link[0]] = mapping[(link[1], row[link[0]])]
+            new = fresh_unique(tbl, new, self.rng, self.taken)
+            self.add_rows(t, [new])
+            mapping[(t, row["id"])] = new["id"]
+            clones.append((t, new))
+        return mapping, clones
+
+    def add_distractors(self, clones: list[tuple[str, dict[str, Any]]], density: int) -> None:
+        for t, row in clones:
+            tbl = self.spec.table(t)
+            assert tbl is not None
+            rows = []
+            for _ in range(density):
+                d = distractor(tbl, row, self.rng, self.taken)
+                d["id"] = next_id(self.world, t, {r["id"] for r in rows})
+                rows.append(d)
+            if rows:
+                try:
+                    self.add_rows(t, rows, distract=True)
+                except ScaleEnvError:
+                    continue
+
+    # --- resolution steps --------------------------------------------------------
+    def pick_where(self, rows: list[dict[str, Any]], target: dict[str, Any], table: str) -> dict[str, Any]:
+        tbl = self.spec.table(table)
+        assert tbl is not None
+        display = self.ctx.display_column(table)
+        prefs = [c for c in tbl.columns if c.unique and c.name != "id"]
+        prefs += [c for c in tbl.columns if c.name == display]
+        prefs += [c for c in tbl.columns if c.type in ("date", "datetime")]
+        prefs += [c for c in tbl.columns if c.type == "text" and not c.foreign_key and c.match != "exempt"]
+        for c in prefs:
+            v = target.get(c.name)
+            if v is None or c.match == "exempt" or c.name == "id":
+                continue
+            if sum(1 for r in rows if r.get(c.name) == v) == 1:
+                return {c.name: v}
+        return {"id": target["id"]}
+
+    def call_read(self, tool: ToolSpec, args: dict[str, Any], purpose: str) -> tuple[int, Any]:
+        try:
+            out = run_tool(self.world, tool, resolve_args(Call(tool=tool.name, args=args), self.outputs, len(self.chain)))
+        except (ToolError, ChainError) as e:
+            raise TaskRejected("resolution_failed", f"{tool.name}: {e}") from None
+        self.chain.append(Call(tool=tool.name, args=args, purpose=purpose))
+        self.outputs.append(out)
+        return len(self.chain) - 1, out
+
+    def resolve_entities(self, clones: list[tuple[str, dict[str, Any]]]) -> None:
+        self.outputs: list[Any] = []
+        for depth, (t, row) in enumerate(clones):
+            sing = self.ctx.singular(t)
+            ref = EntityRef(t, sing, row)
+            step = None
+            if depth == 0:
+                search = self.ctx.tool_by_family("search", t)
+                display = self.ctx.display_column(t)
+                if search is not None and display and search.param(display) and row.get(display):
+                    args: dict[str, Any] = {display: row[display]}
+                    if search.param("limit"):
+                        args["limit"] = 100
+                    step, out = self.call_read(search, args, f"find the {human(sing)}")
+                    where = self.pick_where(out or [], row, t)
+                    ref.by = {display: row[display], **where}
+            else:
+                parent_t = clones[depth - 1][0]
+                link = self.ctx.parent_link(t)
+                lister = self.ctx.tool_by_family("list", t, parent=parent_t)
+                if lister is not None and link is not None and lister.param(link[0]):
+                    step, out = self.call_read(lister, {link[0]: self.refs[parent_t]}, f"list the {human(t)}")
+                    where = self.pick_where(out or [], row, t)
+                    ref.by = where
+            if step is None:
+                getter = self.ctx.tool_by_family("get", t)
+                if getter is None or not getter.parameters:
+                    self.refs[t] = row["id"]
+                    ref.by = {"id": row["id"]}
+                    self.entities[t] = ref
+                    continue
+                step, _ = self.call_read(getter, {getter.parameters[0].name: row["id"]}, f"look up the {human(sing)}")
+                ref.by = {"id": row["id"]}
+                self.refs[t] = {"$ref": step, "field": "id"}
+            else:
+                where = {k: v for k, v in ref.by.items() if k != self.ctx.display_column(t) or len(ref.by) == 1}
+                self.refs[t] = {"$ref": step, "field": "id", "where": where}
+            self.entities[t] = ref
+
+    # --- goals -----------------------------------------------------------------------
+    def pick_goal_tool(self, candidates: list[ToolSpec]) -> ToolSpec | None:
+        if not candidates:
+            return None
+        weights = [WRITE_FAMILIES.get(t.meta.get("family", "operation"), 2) for t in candidates]
+        return self.rng.choices(candidates, weights)[0]
+
+    def goal_call(self, tool: ToolSpec, args: dict[str, Any], answer: str | None = None) -> None:
+        ids = {row_ref.row["id"]: t for t, row_ref in self.entities.items()}
+        call_args: dict[str, Any] = {}
+        refs: dict[str, EntityRef] = {}
+        for k, v in args.items():
+            if isinstance(v, str) and v in ids and k in self.ctx.key_params(tool):
+                call_args[k] = self.refs[ids[v]]
+                refs[k] = self.entities[ids[v]]
+            else:
+                call_args[k] = v
+        self.chain.append(Call(tool=tool.name, args=call_args, purpose="goal"))
+        self.goals.append(Goal(tool, args, refs, answer))
+
+    def run(self) -> Task:
+        ctx, rng = self.ctx, self.rng
+        level = rng.choices(list(LEVELS), [0.3, 0.45, 0.25])[0]
+        (g_lo, g_hi), (d_lo, d_hi), withheld, read_p = LEVELS[level]
+        n_goals = rng.randint(g_lo, g_hi)
+        density = rng.randint(d_lo, d_hi)
+        # 1. primary goal and the rows it needs
+        primary = self.pick_goal_tool(ctx.goal_tools)
+        want_read_only = primary is None or rng.random() < 0.1
+        if want_read_only:
+            primary = self.pick_goal_tool(ctx.read_goal_tools)
+            if primary is None:
+                raise TaskRejected("no_goal_tools")
+        focus = ctx.focus(primary)
+        assert focus is not None
+        sampler = ArgSampler(self.world, rng)
+        args = sampler.satisfying_args(primary)
+        if args is None:
+            raise TaskRejected("no_satisfying_args", primary.name)
+        mapping, clones = self.clone_path(focus[1], args[focus[0]])
+        args = {k: mapping.get((ctx.key_params(primary).get(k), v), v) for k, v in args.items()}
+        self.add_distractors(clones, density)
+        if first_failing_precondition(self.world, primary, bind_params(self.world, primary, args)) is not None:
+            raise TaskRejected("clone_breaks_preconditions", primary.name)
+        # 2. the seed chain: lookups, then the goal calls
+        self.resolve_entities(clones)
+        initial = self.world.snapshot()
+        scratch = World.from_snapshot(self.spec, initial)
+        try:
+            run_chain(scratch, self.spec, self.chain)
+        except ChainError as e:
+            raise TaskRejected("resolution_failed", str(e)) from None
+        if want_read_only:
+            self.add_read_goal(scratch, primary, args)
+        else:
+            self.add_write_goal(scratch, primary, args)
+            for _ in range(n_goals - 1):
+                if len(self.chain) >= self.config.max_length:
+                    break
+                self.add_more_goal(scratch)
+            if rng.random() < read_p and len(self.chain) < self.config.max_length:
+                self.add_more_goal(scratch, read=True)
+        while len(self.chain) < self.config.min_length:
+            if not self.add_more_goal(scratch, read=True, confirm=True):
+                raise TaskRejected("chain_too_short")
+        # 3. executable verification
+        return self.finish(initial, level, density, withheld)
+
+    def add_write_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> None:
+        try:
+            run_tool(scratch, tool, args)
+        except ToolError as e:
+            raise TaskRejected("goal_failed", f"{tool.name}: {e}") from None
+        self.goal_call(tool, args)
+
+    def add_read_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> bool:
+        try:
+            out = run_tool(scratch, tool, args)
+        except ToolError:
+            return False
+        name, value = self.answer_of(tool, out)
+        if value is None or value == "":
+            return False
+        self.answer_facts.append({"name": name, "value": value})
+        self.goal_call(tool, args, answer=name)
+        return True
+
+    def answer_of(self, tool: ToolSpec, out: Any) -> tuple[str, Any]:
+        if tool.returns.mode == "scalar":
+            return human(tool.name), out
+        if not isinstance(out, dict):
+            return "", None
+        answer = tool.meta.get("answer")
+        if answer and answer in out:
+            return answer, out[answer]
+        table = self.spec.table(tool.returns.table or "")
+        if table is None:
+            keys = [k for k in sorted(out) if k != "id"]
+            return (keys[0], out[keys[0]]) if keys else ("", None)
+        display = self.ctx.display_column(table.name)
+        cols = [c for c in table.columns if c.name not in ("id", display) and not c.foreign_key
+                and not c.unique and c.match != "exempt" and c.type != "json" and out.get(c.name) is not None]
+        cols.sort(key=lambda c: (c.name not in ("status", "state"), c.enum is None, c.name))
+        if not cols:
+            return "", None
+        c = cols[0] if self.rng.random() < 0.5 else cols[self.rng.randrange(len(cols))]
+        return f"{self.ctx.singular(table.name)} {c.name}", out[c.name]
+
+    def add_more_goal(self, scratch: World, read: bool = False, confirm: bool = False) -> bool:
+        pool = self.ctx.read_goal_tools if read else self.ctx.goal_tools
+        used = {c.tool for c in self.chain}
+        options = []
+        for t in pool:
+            if t.name in used:
+                continue
+            kp = self.ctx.key_params(t)
+            hits = [p for p, table in kp.items() if table in self.entities and t.param(p) and t.param(p).required]
+            if hits:
+                options.append((t, hits))
+        self.rng.shuffle(options)
+        sampler = ArgSampler(scratch, self.rng)
+        for tool, hits in options[:6]:
+            p = hits[0]
+            table = self.ctx.key_params(tool)[p]
+            fixed = {p: self.entities[table].row["id"]}
+            args = sampler.satisfying_args(tool, attempts=3, fixed=fixed)
+            if args is None:
+                continue
+            if read or confirm:
+                if self.add_read_goal(scratch, tool, args):
+                    return True
+                continue
+            snap = scratch.snapshot()
+            try:
+                run_tool(scratch, tool, args)
+            except ToolError:
+                scratch.restore(snap)
+                continue
+            if not scratch.touched():
+                continue
+            self.goal_call(tool, args)
+            return True
+        return False
+
+    def finish(self, initial: bytes, level: str, density: int, withheld: int) -> Task:
+        spec = self.spec
+        world = World.from_snapshot(spec, initial)
+        initial_hash = world.state_hash()
+        try:
+            run_chain(world, spec, self.chain)
+        except ChainError as e:
+            raise TaskRejected("verification_failed", str(e)) from None
+        gold_keys = {t: sorted(ks, key=str) for t, ks in world.touched().items()}
+        if not gold_keys and not self.answer_facts:
+            raise TaskRejected("no_effect")
+        expected_hash = world.state_hash()
+        self.check_distractors_orthogonal(world)
+        world.clear_changes()
+        # 4. controlled expansion (may patch the initial state; the chain is re-verified)
+        tools, extra = expand_tools(self.ctx, initial, self.chain, self.rng, self.config.min_tools)
+        if extra:
+            self.patch = _merge(self.patch, extra)
+            world = World.from_snapshot(spec, self.ctx.base)
+            apply_patch(world, self.patch)
+            initial = world.snapshot()
+            initial_hash = world.state_hash()
+            run_chain(world, spec, self.chain)
+            if {t: sorted(ks, key=str) for t, ks in world.touched().items()} != gold_keys:
+                raise TaskRejected("expansion_changed_gold")
+            expected_hash = world.state_hash()
+            world.clear_changes()
+        # 5. user side
+        root = next(iter(self.entities.values()), None)
+        instruction, profile = build_user_side(spec, root, self.entities, self.goals, withheld, self.rng)
+        facts = [{"name": f["name"], "value": f["value"]} for f in self.answer_facts]
+        task = Task(
+            id=f"{spec.name}/{self.attempt:05d}",
+            domain=spec.name,
+            instruction=instruction,
+            user_profile=profile,
+            initial_patch=self.patch,
+            gold_chain=self.chain,
+            answer_facts=facts,
+            tools=tools,
+            difficulty={
+                "level": level,
+                "chain_length": len(self.chain),
+                "sub_goals": len(self.goals),
+                "distractor_density": density,
+                "withheld_facts": len(profile["withheld"]),
+            },
+            verification={
+                "initial_hash": initial_hash,
+                "expected_hash": expected_hash,
+                "gold_keys": {t: len(k) for t, k in gold_keys.items()},
+            },
+            attempt=self.attempt,
+        )
+        # 6. integrity gates
+        worlds = TaskWorlds(initial, world, gold_keys, [])
+        gates = run_gates(make_episode(spec, task, worlds), task, self.seed)
+        if not gates.passed:
+            raise TaskRejected("gate_" + gates.failures()[0])
+        task.verification["gates"] = gates.to_json()
+        return task
+
+    def check_distractors_orthogonal(self, expected: World) -> None:
+        """The gold chain must give the same changes with and without the distractor rows."""
+        if not self.distractor_ids:
+            return
+        plain = World.from_snapshot(self.spec, self.ctx.base)
+        apply_patch(plain, {t: [r for r in rows if r["id"] not in self.distractor_ids.get(t, ())]
+                            for t, rows in self.patch.items()})
+        try:
+            run_chain(plain, self.spec, self.chain)
+        except ChainError:
+            raise TaskRejected("distractor_interference", "chain fails without distractors") from None
+        touched = plain.touched()
+        with_d = expected.touched()
+        for t, ids in with_d.items():
+            if ids & self.distractor_ids.get(t, set()):
+                raise TaskRejected("distractor_interference", f"gold chain touched a distractor in {t}")
+        if {t: set(k) for t, k in touched.items()} != {t: set(k) for t, k in with_d.items()}:
+            raise TaskRejected("distractor_interference", "different rows changed")
+        for t, ids in touched.items():
+            for k in ids:
+                a, b = plain.row(t, k), expected.row(t, k)
+                if a != b:
+                    raise TaskRejected("distractor_interference", f"{t}[{k}] differs")
+
+
+def _merge(a: dict[str, list], b: dict[str, list]) -> dict[str, list]:
+    out = {k: list(v) for k, v in a.items()}
+    for k, v in b.items():
+        out.setdefault(k, []).extend(v)
+    return out
+
+
+@dataclass
+class DomainTasks:
+    tasks: list[Task]
+    attempts: int
+    rejections: Counter
+
+
+def generate_task(ctx: DomainContext, seed: int, attempt: int, config: ChainConfig | None = None) -> Task:
+    """Build one task for attempt number ``attempt`` or raise TaskRejected (deterministic)."""
+    return TaskBuilder(ctx, seed, attempt, config or ChainConfig()).run()
