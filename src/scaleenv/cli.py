@@ -59,6 +59,154 @@ def validate(path: Path = typer.Argument(..., help="A domain spec JSON file, or 
     )
 
 
+@app.command("list-domains")
+def list_domains(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of one line per domain."),
+) -> None:
+    """The built-in catalog, one line each (eval-only domains are marked)."""
+    from scaleenv.synth.procedural.blueprint import PAPER_TRAINING_DOMAINS, catalog
+
+    cat = catalog()
+    if as_json:
+        _emit([{"name": n, "title": b.title, "eval_only": b.eval_only, "entities": len(b.entities),
+                "paper_training": n in PAPER_TRAINING_DOMAINS, "description": b.description}
+               for n, b in sorted(cat.items())])
+        return
+    for name, bp in sorted(cat.items()):
+        tag = " [eval-only]" if bp.eval_only else (" [paper]" if name in PAPER_TRAINING_DOMAINS else "")
+        typer.echo(f"{name:28s} {len(bp.entities):2d} tables  {bp.description[:80]}{tag}")
+
+
+def _resolve_domains(domain: list[str], n: int | None) -> list[str]:
+    from scaleenv.synth.procedural.blueprint import PAPER_TRAINING_DOMAINS, catalog
+
+    cat = catalog()
+    if domain:
+        names = []
+        for d in domain:
+            key = d.strip().lower().replace(" ", "_").replace("-", "_")
+            if key not in cat:
+                from rapidfuzz import process
+
+                best = process.extractOne(key, list(cat))
+                hint = f"; did you mean {best[0]!r}?" if best and best[1] > 60 else ""
+                fail(f"unknown domain {d!r}{hint} (see `scaleenv list-domains`)")
+            if key not in names:
+                names.append(key)
+        return names
+    default = [d for d in PAPER_TRAINING_DOMAINS if d in cat and not cat[d].eval_only]
+    if n is not None:
+        training = default + sorted(d for d, b in cat.items() if not b.eval_only and d not in default)
+        if not 1 <= n <= len(training):
+            fail(f"--domains must be between 1 and {len(training)} (the non-eval catalog domains)")
+        return training[:n]
+    return default
+
+
+@app.command()
+def build(
+    domains: int | None = typer.Option(None, "--domains", help="Build the first N training domains."),
+    domain: list[str] = typer.Option([], "--domain", help="A catalog domain to build (repeatable)."),
+    tasks_per_domain: int = typer.Option(64, "--tasks-per-domain", min=0, help="Verified tasks per domain."),
+    seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same bytes."),
+    out: Path = typer.Option(Path("universe"), "--out", help="Output universe directory."),
+    scale: float = typer.Option(1.0, "--scale", min=0.05, max=50.0, help="Multiply seed table sizes."),
+    llm: str | None = typer.Option(None, "--llm", help="Synthesize with an LLM (OpenAI-compatible) instead."),
+    base_url: str | None = typer.Option(None, "--base-url", help="Base URL of the LLM endpoint."),
+    executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
+    workers: int = typer.Option(2, "--workers", min=1, help="Worker processes (process/ray)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Connect to an existing Ray cluster."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted build in --out."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing universe in --out."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Synthesize domains (Phase 1) and verified tasks (Phase 2) into a universe directory."""
+    from scaleenv.errors import ScaleEnvError
+
+    if llm is not None or base_url is not None:
+        fail("the LLM back end (--llm/--base-url) is not available in this build; "
+             "omit --llm to use the offline procedural back end")
+    if executor not in ("serial", "process", "ray"):
+        fail(f"unknown --executor {executor!r}; use serial, process or ray")
+    if domain and domains is not None:
+        fail("use either --domains N or --domain NAME, not both")
+    from scaleenv.build import BuildConfig, prepare_out, run_build
+
+    cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains), tasks_per_domain=tasks_per_domain,
+                      seed=seed, scale=scale, resume=resume, executor=executor, workers=workers,
+                      ray_address=ray_address)
+    try:
+        prepare_out(cfg, force=force)
+    except ScaleEnvError as e:
+        fail(str(e))
+    from scaleenv.progress import BuildProgress
+
+    import time
+
+    t0 = time.perf_counter()
+    with BuildProgress(cfg.domains, tasks_per_domain, enabled=not quiet) as bar:
+        try:
+            results = run_build(cfg, bar.update)
+        except KeyboardInterrupt:
+            bar.stop()
+            typer.echo(f"interrupted: finished work is kept; continue with `scaleenv build ... --out {out} --resume`",
+                       err=True)
+            raise typer.Exit(130) from None
+        except ScaleEnvError as e:
+            fail(str(e))
+    from scaleenv.progress import print_build_summary
+
+    print_build_summary(results, out, time.perf_counter() - t0)
+
+
+@app.command()
+def inspect(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts as JSON."),
+) -> None:
+    """Counts of a universe: domains, tables, tools, edges, tasks, per domain and in total."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.inspect import universe_counts
+
+    try:
+        counts = universe_counts(path)
+    except ScaleEnvError as e:
+        fail(str(e))
+    if as_json:
+        _emit(counts)
+        return
+    from scaleenv.progress import print_counts
+
+    print_counts(counts)
+
+
+@app.command()
+def check(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print the gate results as JSON."),
+) -> None:
+    """Re-run the reward-integrity gates on every task of a universe."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.inspect import check_universe
+
+    try:
+        result = check_universe(path)
+    except ScaleEnvError as e:
+        fail(str(e))
+    if as_json:
+        _emit(result)
+    else:
+        typer.echo(
+            f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, noop_zero {result['noop_zero']}, "
+            f"random_zero {result['random_zero']}, hack_zero {result['hack_zero']}, "
+            f"failures {len(result['failures'])}"
+        )
+        for f in result["failures"][:20]:
+            typer.echo(f"  {f['task']}: {', '.join(f['failed'])}")
+    if result["failures"]:
+        raise typer.Exit(1)
+
+
 @app.command()
 def bench(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object of named figures."),

@@ -167,7 +167,7 @@ class TaskBuilder:
         self.outputs: list[Any] = []
         for depth, (t, row) in enumerate(clones):
             sing = self.ctx.singular(t)
-            ref = EntityRef(t, sing, row)
+            ref = EntityRef(t, sing, row, display=self.ctx.display_column(t))
             step = None
             if depth == 0:
                 search = self.ctx.tool_by_family("search", t)

@@ -23,11 +23,22 @@ class EntityRef:
     row: dict[str, Any]
     by: dict[str, Any] = field(default_factory=dict)
 
+    display: str | None = None
+
+    def short(self) -> str:
+        """The entity without its noun: ``Rex (birth date 2017-09-03)`` or ``APT-0081``."""
+        if not self.by or list(self.by) == ["id"]:
+            return str(self.row["id"])
+        name = self.row.get(self.display) if self.display else None
+        facts = ", ".join(f"{human(k)} {v}" for k, v in self.by.items() if k != self.display)
+        if name and facts:
+            return f"{name} ({facts})"
+        return str(name) if name else facts
+
     def describe(self) -> str:
         if not self.by or list(self.by) == ["id"]:
             return f"{human(self.singular)} {self.row['id']}"
-        facts = ", ".join(f"{human(k)} {v}" for k, v in self.by.items())
-        return f"my {human(self.singular)} ({facts})"
+        return f"my {human(self.singular)} {self.short()}"
 
 
 @dataclass
@@ -38,25 +49,45 @@ class Goal:
     answer: str | None = None
 
 
-def _canonical_slots(tool: ToolSpec, goal: Goal, entities: dict[str, EntityRef]) -> dict[str, str]:
-    slots: dict[str, str] = {}
+def _canonical_slots(goal: Goal, entities: dict[str, EntityRef]) -> dict[str, EntityRef | str]:
+    slots: dict[str, EntityRef | str] = {}
     for name, value in goal.args.items():
-        ref = goal.refs.get(name)
-        slots[name] = ref.describe() if ref else str(value)
+        slots[name] = goal.refs.get(name) or str(value)
     for ref in entities.values():
-        display = ref.row.get("name") or ref.row.get("full_name") or ref.row.get("title")
-        slots.setdefault(ref.singular, str(display) if display else ref.describe())
-        slots.setdefault(f"{ref.singular}_id", ref.describe())
+        slots.setdefault(ref.singular, ref)
+        slots.setdefault(f"{ref.singular}_id", ref)
     return slots
 
 
-def _fill(template: str, slots: dict[str, str]) -> str:
-    return re.sub(r"\{(\w+)\}", lambda m: slots.get(m.group(1), human(m.group(1))), template)
+_NOUN_BEFORE = re.compile(r"(\w+)\s*$")
+
+
+def _fill(template: str, slots: dict[str, EntityRef | str]) -> str:
+    """Fill ``{slot}``s; an entity right after its own noun ("pet {pet_id}") is rendered without it."""
+    out, pos = [], 0
+    for m in re.finditer(r"\{(\w+)\}", template):
+        before = template[pos : m.start()]
+        out.append(before)
+        val = slots.get(m.group(1))
+        if isinstance(val, EntityRef):
+            prev = _NOUN_BEFORE.search("".join(out))
+            bare = m.group(1) == val.singular
+            if bare and val.display and val.row.get(val.display):
+                out.append(str(val.row[val.display]))
+            elif prev and prev.group(1).lower() in (val.singular, human(val.singular).split()[-1], "my", "the", "our"):
+                out.append(val.short())
+            else:
+                out.append(val.describe())
+        else:
+            out.append(val if val is not None else human(m.group(1)))
+        pos = m.end()
+    out.append(template[pos:])
+    return "".join(out)
 
 
 def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec) -> str:
     tool = goal.tool
-    slots = _canonical_slots(tool, goal, entities)
+    slots = _canonical_slots(goal, entities)
     phrasings = list(tool.meta.get("phrasings") or [])
     if phrasings:
         return _fill(phrasings[rng.randrange(len(phrasings))], slots)
@@ -82,18 +113,30 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
     return f"{tool.description.rstrip('.')} for {what}" + (f" ({details})." if details else ".")
 
 
+def _lower_first(s: str) -> str:
+    first = s.split(" ", 1)[0]
+    if first in ("I", "I'd", "I'm", "I've", "I'll") or first.isupper():
+        return s
+    return s[0].lower() + s[1:]
+
+
 def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str, EntityRef], goals: list[Goal],
                     withheld_n: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
     """The instruction (for the simulated user) and the user profile (what the user knows)."""
     known: dict[str, Any] = {}
+    persona_keys = set()
     for ref in entities.values():
+        if ref.display and ref.row.get(ref.display) is not None:
+            known[f"{human(ref.singular)} {human(ref.display)}"] = ref.row[ref.display]
+            if ref is root:
+                persona_keys.add(f"{human(ref.singular)} {human(ref.display)}")
         for k, v in ref.by.items():
             known[f"{human(ref.singular)} {human(k)}"] = v
     for g in goals:
         for k, v in g.args.items():
             if k not in g.refs:
                 known[human(k)] = v
-    candidates = sorted(k for k in known if not k.endswith(" id"))
+    candidates = sorted(k for k in known if not k.endswith(" id") and k not in persona_keys)
     rng.shuffle(candidates)
     withheld = sorted(candidates[:withheld_n])
     sentences = [goal_sentence(g, entities, rng, spec) for g in goals]
@@ -103,7 +146,7 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
         persona = f"You are {display}." if display else f"You are the {human(root.singular)} {root.row['id']}."
     connectors = ["", "Then, ", "After that, ", "Finally, "]
     body = " ".join(
-        (connectors[min(i, 3)] + s[0].lower() + s[1:]) if i else s for i, s in enumerate(sentences)
+        (connectors[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences)
     )
     facts = "; ".join(f"{k}: {v}" for k, v in sorted(known.items()))
     instruction = f"{persona} {body}".strip()
