@@ -114,6 +114,7 @@ class World:
 
     @classmethod
     def from_snapshot(cls, spec: DomainSpec, data: bytes) -> World:
+        _check_snapshot(spec, data)
         conn = cls._connect()
         try:
             conn.deserialize(data)
@@ -221,6 +222,7 @@ class World:
 
     def restore(self, data: bytes) -> None:
         """Reset to a snapshot without re-parsing anything (``deserialize``)."""
+        _check_snapshot(self.spec, data)
         try:
             self.conn.deserialize(data)
         except (sqlite3.Error, TypeError, ValueError, OverflowError) as e:
@@ -324,15 +326,12 @@ class World:
         if not keys:
             return ()
         pk = quote_ident(self.primary_key(table))
-        try:
-            arg = json.dumps(keys, allow_nan=False)
-        except (TypeError, ValueError):
-            arg = None
-        if arg is not None:
-            return self.conn.execute(f"{q} WHERE {pk} IN (SELECT value FROM json_each(?))", (arg,))
+        # Plain placeholders, not json_each: SQLite 3.40 keeps eponymous virtual tables pointing at
+        # the schema that deserialize() frees, and a later prepare crashes (use-after-free).
         out: list[tuple] = []
-        for k in keys:
-            out.extend(self.conn.execute(f"{q} WHERE {pk} = ?", (k,)))
+        for i in range(0, len(keys), 500):
+            chunk = keys[i : i + 500]
+            out.extend(self.conn.execute(f"{q} WHERE {pk} IN ({', '.join('?' * len(chunk))})", chunk))
         return out
 
     def diff(self, other: World, keys: Mapping[str, Iterable[Any]] | None = None) -> list[RowChange]:
@@ -369,6 +368,15 @@ class World:
 
     def close(self) -> None:
         self.conn.close()
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_snapshot(spec: DomainSpec, data: Any) -> None:
+    """Reject what is not an SQLite image before it replaces a world's database."""
+    if not isinstance(data, bytes | bytearray | memoryview) or bytes(data[:16]) != _SQLITE_HEADER:
+        raise WorldError(f"not a snapshot of a {spec.name!r} world (expected the bytes of World.snapshot())")
 
 
 def _sort_key(k: Any) -> tuple[int, Any]:
