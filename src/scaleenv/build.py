@@ -31,10 +31,11 @@ class BuildConfig:
     executor: str = "serial"
     workers: int = 2
     ray_address: str | None = None
+    chain_length: tuple[int, int] = (3, 8)
 
     def manifest_key(self) -> dict[str, Any]:
         return {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
-                "domains": self.domains}
+                "domains": self.domains, "chain_length": list(self.chain_length)}
 
 
 @dataclass
@@ -74,7 +75,7 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
     from scaleenv.synth.procedural.blueprint import catalog
     from scaleenv.synth.procedural.domain import build_domain
     from scaleenv.tasks.context import DomainContext
-    from scaleenv.tasks.generate import TaskRejected, generate_task
+    from scaleenv.tasks.generate import ChainConfig, TaskRejected, generate_task
 
     seed, k, resume = cfg["seed"], cfg["tasks_per_domain"], cfg["resume"]
     ddir = root / "domains" / name
@@ -115,13 +116,15 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
         partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
         positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
         ctx = DomainContext(spec, base, graph, positive)
+        lo, hi = cfg.get("chain_length", (3, 8))
+        chain_cfg = ChainConfig(min_length=lo, max_length=hi)
         seen = {t.dedup_key() for t in tasks}
         max_attempts = 10 * k + 20
         with partial.open("a", encoding="utf-8") as out, log.open("a", encoding="utf-8") as logf:
             while len(tasks) < k and attempt < max_attempts:
                 rec: dict[str, Any] = {"attempt": attempt}
                 try:
-                    task = generate_task(ctx, seed, attempt)
+                    task = generate_task(ctx, seed, attempt, chain_cfg)
                     if task.dedup_key() in seen:
                         raise TaskRejected("duplicate")
                     seen.add(task.dedup_key())
@@ -180,7 +183,7 @@ def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
 def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[DomainResult]:
     """Build (or resume) a universe; returns per-domain results in domain order."""
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
-               "resume": cfg.resume}
+               "resume": cfg.resume, "chain_length": cfg.chain_length}
     results: dict[str, DomainResult] = {}
     if cfg.executor == "serial":
         for name in cfg.domains:

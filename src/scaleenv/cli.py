@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -111,6 +113,7 @@ def build(
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same bytes."),
     out: Path = typer.Option(Path("universe"), "--out", help="Output universe directory."),
     scale: float = typer.Option(1.0, "--scale", min=0.05, max=50.0, help="Multiply seed table sizes."),
+    chain_length: str = typer.Option("3-8", "--chain-length", help="Gold chain length range MIN-MAX."),
     llm: str | None = typer.Option(None, "--llm", help="Synthesize with an LLM (OpenAI-compatible) instead."),
     base_url: str | None = typer.Option(None, "--base-url", help="Base URL of the LLM endpoint."),
     executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
@@ -130,18 +133,19 @@ def build(
         fail(f"unknown --executor {executor!r}; use serial, process or ray")
     if domain and domains is not None:
         fail("use either --domains N or --domain NAME, not both")
+    m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", chain_length)
+    if not m or not 2 <= int(m.group(1)) <= int(m.group(2)) <= 12:
+        fail(f"--chain-length must look like 3-8 (MIN-MAX, 2 <= MIN <= MAX <= 12), got {chain_length!r}")
     from scaleenv.build import BuildConfig, prepare_out, run_build
 
     cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains), tasks_per_domain=tasks_per_domain,
                       seed=seed, scale=scale, resume=resume, executor=executor, workers=workers,
-                      ray_address=ray_address)
+                      ray_address=ray_address, chain_length=(int(m.group(1)), int(m.group(2))))
     try:
         prepare_out(cfg, force=force)
     except ScaleEnvError as e:
         fail(str(e))
     from scaleenv.progress import BuildProgress
-
-    import time
 
     t0 = time.perf_counter()
     with BuildProgress(cfg.domains, tasks_per_domain, enabled=not quiet) as bar:

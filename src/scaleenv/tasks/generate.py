@@ -267,6 +267,8 @@ class TaskBuilder:
         while len(self.chain) < self.config.min_length:
             if not self.add_more_goal(scratch, read=True, confirm=True):
                 raise TaskRejected("chain_too_short")
+        if len(self.chain) > self.config.max_length:
+            raise TaskRejected("chain_too_long")
         # 3. executable verification
         return self.finish(initial, level, density, withheld)
 
@@ -394,6 +396,7 @@ class TaskBuilder:
                 "withheld_facts": len(profile["withheld"]),
             },
             verification={
+                "distractors": {t: sorted(ids) for t, ids in sorted(self.distractor_ids.items())},
                 "initial_hash": initial_hash,
                 "expected_hash": expected_hash,
                 "gold_keys": {t: len(k) for t, k in gold_keys.items()},

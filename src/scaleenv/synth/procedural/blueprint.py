@@ -126,6 +126,34 @@ class Blueprint(_M):
         return next((e for e in self.entities if e.name == name), None)
 
 
+def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
+    """Cross-references a blueprint must get right before derivation (path, reason)."""
+    problems: list[tuple[str, str]] = []
+    names = {e.name for e in bp.entities}
+    seen: set[str] = set()
+    for i, e in enumerate(bp.entities):
+        path = f"entities[{i}]({e.name})"
+        if e.name in seen:
+            problems.append((path, "duplicate entity name"))
+        seen.add(e.name)
+        cols = {c.name for c in e.columns}
+        if "id" in cols:
+            problems.append((path, "column 'id' is added automatically; do not declare it"))
+        for j, c in enumerate(e.columns):
+            if c.ref and c.ref not in names:
+                problems.append((f"{path}.columns[{j}]({c.name}).ref", f"references missing entity {c.ref!r}"))
+        if e.display and e.display not in cols:
+            problems.append((f"{path}.display", f"{e.display!r} is not a column"))
+        if e.lifecycle and e.lifecycle.column not in cols:
+            problems.append((f"{path}.lifecycle.column", f"{e.lifecycle.column!r} is not a column"))
+    for kind, ops in (("operations", bp.operations), ("views", bp.views)):
+        for i, op in enumerate(ops):
+            for j, p in enumerate(op.params):
+                if p.ref and p.ref not in names:
+                    problems.append((f"{kind}[{i}].params[{j}]({p.name}).ref", f"references missing entity {p.ref!r}"))
+    return problems
+
+
 def load_blueprint_file(path: Path) -> Blueprint:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -39,6 +39,10 @@ def check(name: str, seeds: tuple[int, ...] = (0, 1)) -> list[str]:
             tool = d.spec.tool(r["tool"])
             if tool is not None and tool.kind == "write" and r["negative_tests"] == 0:
                 problems.append(f"seed {seed}: write tool {r['tool']} has no negative test")
+            if tool is not None and tool.kind == "write" and not (tool.preconditions and tool.effects
+                                                                   and tool.postconditions and tool.errors):
+                problems.append(f"seed {seed}: write tool {r['tool']} needs preconditions, effects, "
+                                "postconditions and declared errors")
             if r["untested_preconditions"]:
                 print(f"  note: {r['tool']}: no violating arguments found for preconditions "
                       f"{r['untested_preconditions']}")

@@ -381,5 +381,11 @@ def _lit(v: Any) -> str:
 
 
 def derive_spec(bp: Blueprint, seed: int = 0) -> DomainSpec:
-    """The domain spec for ``bp`` under ``seed`` (deterministic)."""
+    """The domain spec for ``bp`` under ``seed`` (deterministic). Raises SpecError on a broken blueprint."""
+    from scaleenv.errors import SpecError
+    from scaleenv.synth.procedural.blueprint import blueprint_problems
+
+    problems = blueprint_problems(bp)
+    if problems:
+        raise SpecError([(f"{bp.name}.{p}", r) for p, r in problems])
     return _Deriver(bp, seed).run()
