@@ -1,0 +1,3 @@
+from scaleenv.schemas import write_all
+
+write_all()
