@@ -17,9 +17,17 @@ def normalize_text(s: str) -> str:
     return _WS.sub(" ", s.casefold()).strip(" .!?,;:")
 
 
+_PUNCT = re.compile(r"[^\w\s]+")
+
+
+def _fold(s: str) -> str:
+    return " ".join(_PUNCT.sub(" ", s.casefold()).split())
+
+
 def fuzzy_similarity(expected: str, actual: str) -> float:
-    """Token-order-insensitive fuzzy similarity (rapidfuzz), case and punctuation folded."""
-    a, b = normalize_text(expected), normalize_text(actual)
+    """Token-order-insensitive fuzzy similarity (rapidfuzz), case and punctuation folded
+    (``gift-wrap`` and ``Gift wrap.`` are the same)."""
+    a, b = _fold(expected), _fold(actual)
     if a == b:
         return 1.0
     return fuzz.token_sort_ratio(a, b) / 100.0
