@@ -51,6 +51,7 @@ class DomainResult:
     phase1_s: float
     phase2_s: float
     skipped: list[str] = field(default_factory=list)
+    stage_s: dict[str, float] = field(default_factory=dict)
 
 
 def _load_attempt_log(path: Path) -> tuple[int, Counter]:
@@ -75,7 +76,7 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
     from scaleenv.synth.procedural.blueprint import catalog
     from scaleenv.synth.procedural.domain import build_domain
     from scaleenv.tasks.context import DomainContext
-    from scaleenv.tasks.generate import ChainConfig, TaskRejected, generate_task
+    from scaleenv.tasks.generate import STAGE_SECONDS, ChainConfig, TaskRejected, generate_task
 
     seed, k, resume = cfg["seed"], cfg["tasks_per_domain"], cfg["resume"]
     ddir = root / "domains" / name
@@ -95,6 +96,7 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
     t1 = time.perf_counter()
     if progress:
         progress(name, "tools", 1, 1)
+    stages_before = dict(STAGE_SECONDS)
     tdir = root / "tasks"
     final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
     tasks = []
@@ -142,11 +144,13 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
                     progress(name, "tasks", len(tasks), k)
         os.replace(partial, final)
     t2 = time.perf_counter()
+    stage_s = {k: round(v - stages_before.get(k, 0.0), 3) for k, v in STAGE_SECONDS.items()}
     write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
                                              "rejections": dict(sorted(rejections.items()))})
     stats = graph.stats()
     return DomainResult(name, len(spec.tables), len(spec.tools), derived, stats["edges"], len(tasks), attempt,
-                        dict(sorted(rejections.items())), round(t1 - t0, 3), round(t2 - t1, 3), skipped)
+                        dict(sorted(rejections.items())), round(t1 - t0, 3), round(t2 - t1, 3), skipped,
+                        dict(sorted(stage_s.items())))
 
 
 def _job(args: tuple[str, str, dict[str, Any], Any]) -> DomainResult:

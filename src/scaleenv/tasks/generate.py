@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,21 @@ from scaleenv.tasks.state import apply_patch, distractor, fresh_unique, next_id
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
+
+STAGE_SECONDS: Counter = Counter()
+"""Cumulative seconds per Phase 2 stage in this process (reported by the build and the benchmark)."""
+
+
+class _stage:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        STAGE_SECONDS[self.name] += time.perf_counter() - self.t0
+
 
 LEVELS = {
     # sub-goals, distractors per entity, withheld facts, probability of a read goal
@@ -223,6 +239,12 @@ class TaskBuilder:
         self.goals.append(Goal(tool, args, refs, answer))
 
     def run(self) -> Task:
+        with _stage("chain"):
+            initial, level, density, withheld = self.sample_chain()
+        return self.finish(initial, level, density, withheld)
+
+    def sample_chain(self) -> tuple[bytes, str, int, int]:
+        """Goals, the rows they need, distractors and the seed chain; returns the initial state."""
         ctx, rng = self.ctx, self.rng
         level = rng.choices(list(LEVELS), [0.3, 0.45, 0.25])[0]
         (g_lo, g_hi), (d_lo, d_hi), withheld, read_p = LEVELS[level]
@@ -269,8 +291,7 @@ class TaskBuilder:
                 raise TaskRejected("chain_too_short")
         if len(self.chain) > self.config.max_length:
             raise TaskRejected("chain_too_long")
-        # 3. executable verification
-        return self.finish(initial, level, density, withheld)
+        return initial, level, density, withheld
 
     def add_write_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> None:
         try:
@@ -349,6 +370,24 @@ class TaskBuilder:
         return False
 
     def finish(self, initial: bytes, level: str, density: int, withheld: int) -> Task:
+        with _stage("verify"):
+            world, gold_keys, initial_hash, expected_hash = self.verify(initial)
+        with _stage("expand"):
+            tools, extra = expand_tools(self.ctx, initial, self.chain, self.rng, self.config.min_tools)
+            if extra:
+                world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
+        with _stage("user_side"):
+            task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
+        with _stage("gates"):
+            worlds = TaskWorlds(initial, world, gold_keys, [])
+            gates = run_gates(make_episode(self.spec, task, worlds), task, self.seed)
+        if not gates.passed:
+            raise TaskRejected("gate_" + gates.failures()[0])
+        task.verification["gates"] = gates.to_json()
+        return task
+
+    def verify(self, initial: bytes) -> tuple[World, dict[str, list[Any]], str, str]:
+        """Execute the chain on the initial state: the result is the expected state."""
         spec = self.spec
         world = World.from_snapshot(spec, initial)
         initial_hash = world.state_hash()
@@ -362,24 +401,33 @@ class TaskBuilder:
         expected_hash = world.state_hash()
         self.check_distractors_orthogonal(world)
         world.clear_changes()
-        # 4. controlled expansion (may patch the initial state; the chain is re-verified)
-        tools, extra = expand_tools(self.ctx, initial, self.chain, self.rng, self.config.min_tools)
-        if extra:
-            self.patch = _merge(self.patch, extra)
-            world = World.from_snapshot(spec, self.ctx.base)
-            apply_patch(world, self.patch)
-            initial = world.snapshot()
-            initial_hash = world.state_hash()
-            run_chain(world, spec, self.chain)
-            if {t: sorted(ks, key=str) for t, ks in world.touched().items()} != gold_keys:
-                raise TaskRejected("expansion_changed_gold")
-            expected_hash = world.state_hash()
-            world.clear_changes()
-        # 5. user side
+        return world, gold_keys, initial_hash, expected_hash
+
+    def reverify(self, extra: dict[str, list[dict[str, Any]]],
+                 gold_keys: dict[str, list[Any]]) -> tuple[World, bytes, str, str]:
+        """Expansion patched the initial state: the gold chain must still change exactly the same rows."""
+        self.patch = _merge(self.patch, extra)
+        world = World.from_snapshot(self.spec, self.ctx.base)
+        apply_patch(world, self.patch)
+        initial = world.snapshot()
+        initial_hash = world.state_hash()
+        try:
+            run_chain(world, self.spec, self.chain)
+        except ChainError as e:
+            raise TaskRejected("expansion_changed_gold", str(e)) from None
+        if {t: sorted(ks, key=str) for t, ks in world.touched().items()} != gold_keys:
+            raise TaskRejected("expansion_changed_gold")
+        expected_hash = world.state_hash()
+        world.clear_changes()
+        return world, initial, initial_hash, expected_hash
+
+    def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],
+                  level: str, density: int, withheld: int) -> Task:
+        spec = self.spec
         root = next(iter(self.entities.values()), None)
         instruction, profile = build_user_side(spec, root, self.entities, self.goals, withheld, self.rng)
         facts = [{"name": f["name"], "value": f["value"]} for f in self.answer_facts]
-        task = Task(
+        return Task(
             id=f"{spec.name}/{self.attempt:05d}",
             domain=spec.name,
             instruction=instruction,
@@ -403,13 +451,6 @@ class TaskBuilder:
             },
             attempt=self.attempt,
         )
-        # 6. integrity gates
-        worlds = TaskWorlds(initial, world, gold_keys, [])
-        gates = run_gates(make_episode(spec, task, worlds), task, self.seed)
-        if not gates.passed:
-            raise TaskRejected("gate_" + gates.failures()[0])
-        task.verification["gates"] = gates.to_json()
-        return task
 
     def check_distractors_orthogonal(self, expected: World) -> None:
         """The gold chain must give the same changes with and without the distractor rows."""
