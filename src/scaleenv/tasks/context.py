@@ -21,6 +21,14 @@ class DomainContext:
     positive_args: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @cached_property
+    def edge_counts(self) -> dict[tuple[str, str], int]:
+        """Number of (multi-)edges between each ordered pair of tools."""
+        out: dict[tuple[str, str], int] = {}
+        for a, b in self.graph.graph.edges():
+            out[(a, b)] = out.get((a, b), 0) + 1
+        return out
+
+    @cached_property
     def io(self) -> dict[str, ToolIO]:
         conn = World(self.spec).conn
         return {t.name: tool_io(self.spec, t, conn) for t in self.spec.tools}

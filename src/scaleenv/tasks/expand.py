@@ -23,8 +23,11 @@ from scaleenv.world.world import World
 
 
 def complexity(ctx: DomainContext, included: list[str]) -> float:
-    sub = ctx.graph.graph.subgraph(included)
-    return (sub.number_of_nodes() + 0.5 * sub.number_of_edges()) / 50
+    """c = (|V| + 0.5 |E|) / 50 over the subgraph induced by ``included``."""
+    nodes = set(included)
+    counts = ctx.edge_counts
+    edges = sum(n for (a, b), n in counts.items() if a in nodes and b in nodes)
+    return (len(nodes) + 0.5 * edges) / 50
 
 
 def _suppliable(ctx: DomainContext, tool: str, supplied: set[str]) -> bool:
@@ -45,23 +48,24 @@ class _Exerciser:
         self.rng = rng
         self.patch: dict[str, list[dict[str, Any]]] = {}
         self.taken: set[Any] = set()
+        self.sampler = ArgSampler(self.world, rng)
+
+    def _runs(self, tool: Any, args: dict[str, Any] | None) -> bool:
+        if args is None:
+            return False
+        ok = execute_tool(self.world, tool, args).ok
+        if self.world.touched():
+            self.world.restore(self.initial)
+        return ok
 
     def try_tool(self, name: str) -> bool:
+        """Execute the tool on the task's initial state (known-good arguments first, then a search)."""
         tool = self.ctx.spec.tool(name)
         assert tool is not None
-        candidates = []
-        if self.ctx.positive_args.get(name) is not None:
-            candidates.append(self.ctx.positive_args[name])
-        sampler = ArgSampler(self.world, self.rng)
-        found = sampler.satisfying_args(tool, attempts=2)
-        if found is not None:
-            candidates.append(found)
-        for args in candidates:
-            self.world.restore(self.initial)
-            ok = execute_tool(self.world, tool, args).ok
-            self.world.restore(self.initial)
-            if ok:
-                return True
+        if self._runs(tool, self.ctx.positive_args.get(name)):
+            return True
+        if self._runs(tool, self.sampler.satisfying_args(tool, attempts=2)):
+            return True
         return self.patch_for(tool)
 
     def patch_for(self, tool: Any) -> bool:
@@ -93,6 +97,7 @@ class _Exerciser:
             if args is not None and execute_tool(trial, tool, args).ok:
                 self.initial = snap
                 self.world.restore(snap)
+                self.sampler.invalidate()
                 self.patch.setdefault(table.name, []).append(clone)
                 return True
         return False

@@ -47,6 +47,12 @@ class ArgSampler:
         self.world = world
         self.rng = rng
         self._col_cache: dict[str, list[Any]] = {}
+        self._cand_cache: dict[tuple, list[Any]] = {}
+
+    def invalidate(self) -> None:
+        """Forget cached column values (call after the world's rows change)."""
+        self._col_cache.clear()
+        self._cand_cache.clear()
 
     def column_values(self, ref: str) -> list[Any]:
         """Distinct values of ``table.column`` (following a foreign key to its target)."""
@@ -67,6 +73,14 @@ class ArgSampler:
 
     def candidates(self, p: Param, *, invalid: bool = False) -> list[Any]:
         """Schema-valid candidate values for ``p``; with ``invalid`` also values likely to break rules."""
+        key = (p.name, p.type, p.column, tuple(p.enum) if p.enum is not None else None, p.minimum, p.maximum,
+               p.items, invalid)
+        hit = self._cand_cache.get(key)
+        if hit is None:
+            hit = self._cand_cache[key] = self._candidates(p, invalid)
+        return hit
+
+    def _candidates(self, p: Param, invalid: bool) -> list[Any]:
         rng = self.rng
         out: list[Any] = []
         if p.enum is not None:
