@@ -105,6 +105,8 @@ class ArgSampler:
                     out += [_fresh(v) for v in strs[:2]]
                 if invalid and strs:
                     out += [_missing_like(v) for v in strs[:3]]
+        if invalid and p.type == "string" and p.enum is None:
+            out += ["", "   "]
         if not out:
             out = {
                 "string": ["sample text", "other note"],

@@ -200,6 +200,8 @@ class _Deriver:
                                         f"WHERE id = :{c.name})",
                                     error=f"{self.sing(parent)}_not_found",
                                     message=f"No {_human(self.sing(parent))} with id {{{c.name}}}."))
+            if c.type == "text" and not c.enum and not optional and not c.ref:
+                pre.append(_not_blank(c.name, c.name))
             if c.unique:
                 pre.append(Contract(sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE "{c.name}" = :{c.name})',
                                     error=f"duplicate_{c.name}",
@@ -225,6 +227,8 @@ class _Deriver:
             pre.append(Contract(sql=f'SELECT 1 FROM "{parent.name}" WHERE id = :new_{c.name}',
                                 error=f"{self.sing(parent)}_not_found",
                                 message=f"No {_human(self.sing(parent))} with id {{new_{c.name}}}."))
+        if c.type == "text" and not c.enum and not c.nullable and not c.ref:
+            pre.append(_not_blank(f"new_{c.name}", c.name))
         lc = ent.lifecycle
         if lc:
             finals = _final_states(lc)
@@ -367,6 +371,11 @@ class _Deriver:
         n_drop = min(budget, max(len(self.tools) - MAX_TOOLS, round(len(optional) * 0.15)))
         drop = {t.name for t in optional[:n_drop]}
         self.tools = [t for t in self.tools if t.name not in drop]
+
+
+def _not_blank(param: str, column: str) -> Contract:
+    return Contract(sql=f"SELECT length(trim(:{param})) > 0", error="invalid_value",
+                    message=f"The {_human(column)} must not be blank.")
 
 
 def _final_states(lc: Any) -> list[str]:
