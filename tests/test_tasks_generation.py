@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
-from synth_helpers import context
 
 from scaleenv.synth.procedural.blueprint import catalog
 from scaleenv.tasks.chain import run_chain
@@ -13,6 +14,7 @@ from scaleenv.tasks.load import build_worlds, make_episode
 from scaleenv.tasks.model import chain_to_python
 from scaleenv.tasks.state import apply_patch
 from scaleenv.world.world import World
+from synth_helpers import context
 
 ALL = sorted(catalog())
 
@@ -21,10 +23,8 @@ def _tasks(name: str, n: int, seed: int = 0, config: ChainConfig | None = None) 
     ctx = context(name)
     out, attempt = [], 0
     while len(out) < n and attempt < 12 * n:
-        try:
+        with contextlib.suppress(TaskRejected):
             out.append(generate_task(ctx, seed, attempt, config))
-        except TaskRejected:
-            pass
         attempt += 1
     return out
 

@@ -128,6 +128,11 @@ def _check_tool(spec: DomainSpec, tool: ToolSpec, path: str, conn: sqlite3.Conne
             problems.append((f"{path}.{spath}", f"SQL does not prepare: {e}"))
             continue
         infos[spath] = info
+        foreign = sorted({t for t in info.tables_read if spec.table(t) is None})
+        if foreign:
+            problems.append((f"{path}.{spath}", f"reads {', '.join(foreign)}, which is not a table of the schema "
+                             "(table-valued functions such as json_each crash SQLite 3.40 after a world reset; "
+                             "use json_extract or instr instead)"))
         if not spath.startswith("effects") and info.tables_written:
             problems.append((f"{path}.{spath}", "contracts and returns must not write"))
     if tool.implementation.kind == "python":

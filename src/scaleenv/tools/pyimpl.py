@@ -7,6 +7,7 @@ run in the subprocess sandbox; see ``scaleenv.tools.sandbox``.
 from __future__ import annotations
 
 import builtins
+import re
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,21 @@ _SAFE_BUILTINS = {
 }
 
 
+_TABLE_FUNCTION = re.compile(r"\b(json_each|json_tree|pragma_\w+)\b")
+_QUOTES = str.maketrans("", "", "\"'`[]")
+
+
+def check_sql(sql: Any) -> str:
+    """Refuse SQL that names a table-valued function: SQLite 3.40 crashes (use-after-free) when one is
+    prepared on a connection after ``deserialize()``, which every world reset does. The identifier has
+    to appear literally in the text, so a scan of the unquoted, lower-cased text is enough."""
+    if not isinstance(sql, str):
+        raise ToolError("internal_error", "SQL must be a string")
+    if _TABLE_FUNCTION.search(sql.translate(_QUOTES).lower()):
+        raise ToolError("internal_error", "table-valued functions (json_each, json_tree, pragma_*) are not allowed")
+    return sql
+
+
 class WorldAPI:
     """What tool code may touch: parameterised queries and statements on one world."""
 
@@ -31,7 +47,7 @@ class WorldAPI:
         self.clock = clock
 
     def query(self, sql: str, params: dict[str, Any] | tuple = ()) -> list[dict[str, Any]]:
-        cur = self._conn.execute(sql, params)
+        cur = self._conn.execute(check_sql(sql), params)
         names = [d[0] for d in cur.description or ()]
         return [dict(zip(names, r, strict=True)) for r in cur]
 
@@ -40,7 +56,7 @@ class WorldAPI:
         return rows[0] if rows else None
 
     def execute(self, sql: str, params: dict[str, Any] | tuple = ()) -> int:
-        return self._conn.execute(sql, params).rowcount
+        return self._conn.execute(check_sql(sql), params).rowcount
 
     def fail(self, code: str, message: str = "") -> None:
         raise ToolError(code, message or code)
