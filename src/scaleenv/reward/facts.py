@@ -22,6 +22,11 @@ class AnswerFact(BaseModel):
     value: Any
 
 
+_WORDS = {w: float(i) for i, w in enumerate(
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])}
+_NUM_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
+
+
 def _numbers(text: str) -> list[float]:
     out = []
     for tok in _NUM.findall(text):
@@ -43,7 +48,10 @@ def fact_stated(fact: AnswerFact, text: str) -> bool:
     if isinstance(v, bool):
         v = "yes" if v else "no"
     if isinstance(v, int | float):
-        return any(abs(n - float(v)) <= 0.005 + 1e-9 * abs(float(v)) for n in _numbers(text))
+        nums = _numbers(text)
+        if float(v).is_integer() and 0 <= v <= 20:
+            nums += [_WORDS[w.lower()] for w in _NUM_WORD.findall(text)]
+        return any(abs(n - float(v)) <= 0.005 + 1e-9 * abs(float(v)) for n in nums)
     needle, hay = normalize_text(str(v)), normalize_text(text)
     if not needle:
         return True

@@ -306,7 +306,7 @@ class TaskBuilder:
         except ToolError:
             return False
         name, value = self.answer_of(tool, out)
-        if value is None or value == "":
+        if value is None or value == "" or isinstance(value, bool):
             return False
         self.answer_facts.append({"name": name, "value": value})
         self.goal_call(tool, args, answer=name)
@@ -326,7 +326,8 @@ class TaskBuilder:
             return (keys[0], out[keys[0]]) if keys else ("", None)
         display = self.ctx.display_column(table.name)
         cols = [c for c in table.columns if c.name not in ("id", display) and not c.foreign_key
-                and not c.unique and c.match != "exempt" and c.type != "json" and out.get(c.name) is not None]
+                and not c.unique and c.match != "exempt" and c.type not in ("json", "boolean")
+                and out.get(c.name) is not None]
         cols.sort(key=lambda c: (c.name not in ("status", "state"), c.enum is None, c.name))
         if not cols:
             return "", None

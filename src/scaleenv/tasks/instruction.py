@@ -142,8 +142,15 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
     sentences = [goal_sentence(g, entities, rng, spec) for g in goals]
     persona = ""
     if root is not None:
-        display = root.row.get("full_name") or root.row.get("name") or root.row.get("title")
-        persona = f"You are {display}." if display else f"You are the {human(root.singular)} {root.row['id']}."
+        name = root.row.get(root.display) if root.display else None
+        table = spec.table(root.table)
+        person = table is not None and any(c.name in ("email", "phone", "phone_number") for c in table.columns)
+        if name and person:
+            persona = f"You are {name}."
+        elif name:
+            persona = f"You are responsible for the {human(root.singular)} {name}."
+        else:
+            persona = f"You are the {human(root.singular)} {root.row['id']}."
     connectors = ["", "Then, ", "After that, ", "Finally, "]
     body = " ".join(
         (connectors[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences)
