@@ -61,3 +61,23 @@ def test_unsatisfiable_rule_is_not_admitted_with_reason():
     rep = next(r for r in d.tests["reports"] if r["tool"] in ("transfer_pet", "change_pet_owner"))
     assert not rep["admitted"]
     assert "satisf" in rep["failures"][0]["reason"] or "failed" in rep["failures"][0]["reason"]
+
+
+def test_boolean_columns_get_tested_tools():
+    data = _pet_care()
+    pets = next(e for e in data["entities"] if e["name"] == "pets")
+    pets["columns"].append({"name": "neutered", "type": "boolean", "gen": {"bool": 0.5}, "mutable": True})
+    d = build_domain(Blueprint.model_validate(data), 0)
+    assert d.tests["counts"]["unexpected_failure"] == 0, d.tests["rejected"]
+    names = {t.name for t in d.spec.tools}
+    assert any(n.endswith("pet_neutered") for n in names)
+    update = next(t for t in d.spec.tools if t.name.endswith("pet_neutered"))
+    assert update.param("new_neutered").type == "boolean"
+
+
+def test_missing_ids_are_really_missing():
+    from scaleenv.tools.sampling import _missing_like
+
+    existing = {"PET-0099", "PET-9999"}
+    assert _missing_like("PET-0042", existing) not in existing
+    assert _missing_like("PET-0042", set()) == "PET-9999"

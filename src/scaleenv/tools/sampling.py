@@ -20,9 +20,12 @@ from scaleenv.world.world import World
 _POOL = 60
 
 
-def _missing_like(v: str) -> str:
-    """A value shaped like an existing id that names nothing (PET-0042 -> PET-9942)."""
-    return re.sub(r"\d(?=\d{0,1}$)", "9", v) if re.search(r"\d", v) else v + "-missing"
+def _missing_like(v: str, existing: set[Any]) -> str:
+    """A value shaped like an existing id that names nothing (PET-0042 -> PET-9999)."""
+    out = re.sub(r"\d", "9", v) if re.search(r"\d", v) else v + "-missing"
+    while out in existing:
+        out += "9"
+    return out
 
 
 def _fresh(v: str) -> str:
@@ -81,6 +84,8 @@ class ArgSampler:
         return hit
 
     def _candidates(self, p: Param, invalid: bool) -> list[Any]:
+        if p.type == "boolean":
+            return [True, False]
         rng = self.rng
         out: list[Any] = []
         if p.enum is not None:
@@ -104,7 +109,8 @@ class ArgSampler:
                 elif strs:
                     out += [_fresh(v) for v in strs[:2]]
                 if invalid and strs:
-                    out += [_missing_like(v) for v in strs[:3]]
+                    existing = set(self.column_values(p.column))
+                    out += list(dict.fromkeys(_missing_like(v, existing) for v in strs[:3]))
         if invalid and p.type == "string" and p.enum is None:
             out += ["", "   "]
         if not out:
@@ -139,6 +145,8 @@ class ArgSampler:
                 row = anchors[t]
                 if row is not None and row.get(c) is not None and self.rng.random() < 0.75:
                     v = row[c]
+                    if p.type == "boolean" and v in (0, 1):
+                        v = bool(v)  # SQLite stores booleans as 0/1
                     try:
                         v = _check_param(p, v)
                         if p.type == "array":
