@@ -67,12 +67,15 @@ def test_boolean_columns_get_tested_tools():
     data = _pet_care()
     pets = next(e for e in data["entities"] if e["name"] == "pets")
     pets["columns"].append({"name": "neutered", "type": "boolean", "gen": {"bool": 0.5}, "mutable": True})
-    d = build_domain(Blueprint.model_validate(data), 0)
-    assert d.tests["counts"]["unexpected_failure"] == 0, d.tests["rejected"]
-    names = {t.name for t in d.spec.tools}
-    assert any(n.endswith("pet_neutered") for n in names)
-    update = next(t for t in d.spec.tools if t.name.endswith("pet_neutered"))
-    assert update.param("new_neutered").type == "boolean"
+    found = False
+    for seed in range(4):  # a seed may drop the optional update tool
+        d = build_domain(Blueprint.model_validate(data), seed)
+        assert d.tests["counts"]["unexpected_failure"] == 0, d.tests["rejected"]
+        update = next((t for t in d.spec.tools if t.name.endswith("pet_neutered")), None)
+        if update is not None:
+            assert update.param("new_neutered").type == "boolean"
+            found = True
+    assert found
 
 
 def test_missing_ids_are_really_missing():
