@@ -40,11 +40,11 @@ class BuildProgress:
         row = self.rows[domain]
         if stage == "tasks":
             self.progress.update(row, completed=done, total=max(total, 1))
-        if (stage == "tasks" and done >= total) or (stage == "tools" and self.k == 0):
-            if domain not in self.finished:
-                self.finished.add(domain)
-                self.progress.update(row, completed=max(total, 1))
-                self.progress.advance(self.overall)
+        finished = (stage == "tasks" and done >= total) or (stage == "tools" and self.k == 0)
+        if finished and domain not in self.finished:
+            self.finished.add(domain)
+            self.progress.update(row, completed=max(total, 1))
+            self.progress.advance(self.overall)
 
 
 def print_build_summary(results: list[Any], out: Path, seconds: float) -> None:
