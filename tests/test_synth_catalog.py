@@ -69,3 +69,11 @@ def test_naming_variants_follow_the_seed():
         tools = {t.name for t in derive_spec(catalog()["pet_care"], s).tools}
         variants |= tools & {"cancel_appointment", "call_off_appointment", "cancel_visit", "call_off_visit"}
     assert len(variants) >= 2
+
+
+def test_no_name_clashes_or_size_violations_across_seeds():
+    for name, bp in catalog().items():
+        for seed in range(8):
+            tools = [t.name for t in derive_spec(bp, seed).tools]
+            assert len(tools) == len(set(tools)), (name, seed)
+            assert 25 <= len(tools) <= 70, (name, seed, len(tools))

@@ -356,12 +356,28 @@ class _Deriver:
             self.derive_operation(op, "operation")
         for view in self.bp.views:
             self.derive_operation(view, "view")
+        self.resolve_name_clashes()
         self.trim()
         return DomainSpec(name=self.bp.name, description=self.bp.description, keywords=list(self.bp.keywords),
                           tables=list(self.tables.values()), tools=self.tools,
                           meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural",
                                 "singular": {e.name: e.singular for e in self.bp.entities},
                                 "display": {e.name: e.display for e in self.bp.entities if e.display}})
+
+    def resolve_name_clashes(self) -> None:
+        """A derived name may equal an explicit one on some seeds (``find`` + ``listings`` = an operation
+        named ``find_listings``): explicit operations and views keep their names; the derived tool takes
+        another verb of its family, or a suffix."""
+        explicit = {t.name for t in self.tools if t.meta["family"] in ("operation", "view")}
+        used: set[str] = set()
+        for tool in self.tools:
+            fam = tool.meta["family"]
+            if fam not in ("operation", "view") and (tool.name in explicit or tool.name in used):
+                verb = self.verbs.get(fam)
+                rest = tool.name[len(verb) + 1 :] if verb and tool.name.startswith(verb + "_") else tool.name
+                options = [f"{v}_{rest}" for v in dict.fromkeys(_VERBS.get(fam, []))] + [f"{tool.name}_record"]
+                tool.name = next((n for n in options if n not in explicit and n not in used), f"{tool.name}_2")
+            used.add(tool.name)
 
     def trim(self) -> None:
         """Drop a seeded share of optional tools (and enough to respect MAX_TOOLS)."""
