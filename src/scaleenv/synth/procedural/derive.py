@@ -229,6 +229,10 @@ class _Deriver:
                                 message=f"No {_human(self.sing(parent))} with id {{new_{c.name}}}."))
         if c.type == "text" and not c.enum and not c.nullable and not c.ref:
             pre.append(_not_blank(f"new_{c.name}", c.name))
+        if c.unique:
+            pre.append(Contract(
+                sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE "{c.name}" = :new_{c.name} AND id != :{key})',
+                error=f"duplicate_{c.name}", message=f"Another {_human(s)} already has this {_human(c.name)}."))
         lc = ent.lifecycle
         if lc:
             finals = _final_states(lc)
