@@ -5,9 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console as _Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+
+def Console(**kw: object) -> _Console:  # noqa: N802 - a factory standing in for rich's class
+    """A console that is at least 120 columns wide when output is not a terminal (pipes, CI logs)."""
+    console = _Console(**kw)
+    if not console.is_terminal:
+        console = _Console(width=max(console.width, 120), **kw)
+    return console
 
 
 class BuildProgress:
