@@ -212,6 +212,100 @@ def check(
 
 
 @app.command()
+def rollout(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    agent: str = typer.Option("oracle", "--agent", help="oracle, noop, random or openai:MODEL."),
+    user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL (conversational mode)."),
+    mode: str = typer.Option("conversational", "--mode", help="conversational (agent and user) or solo."),
+    trials: int = typer.Option(1, "--trials", help="Trials per task (k of Avg@k, Pass@k, Pass^k)."),
+    out: Path = typer.Option(Path("results.json"), "--out", help="Where to write results.json."),
+    trajectories: Path | None = typer.Option(None, "--trajectories",
+                                             help="Trajectories JSONL (default: next to --out)."),
+    executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
+    workers: int = typer.Option(2, "--workers", help="Worker processes or Ray actors."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Connect to an existing Ray cluster."),
+    concurrency: int = typer.Option(8, "--concurrency", help="Episodes in flight per worker (LLM endpoints)."),
+    resume: bool = typer.Option(False, "--resume", help="Skip episodes already in the trajectories file."),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume, re-run episodes that errored."),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing results and trajectories."),
+    seed: int = typer.Option(0, "--seed", help="Run seed (each episode's seed derives from it)."),
+    max_turns: int = typer.Option(30, "--max-turns", help="Agent actions per episode before max_turns."),
+    max_user_turns: int = typer.Option(10, "--max-user-turns", help="User messages before the user stops."),
+    domain: list[str] = typer.Option([], "--domain", help="Only this domain (repeatable)."),
+    num_tasks: int | None = typer.Option(None, "--num-tasks", help="Only the first N tasks of each domain."),
+    task: list[str] = typer.Option([], "--task", help="Only this task id (repeatable)."),
+    base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint for the agent."),
+    user_base_url: str | None = typer.Option(None, "--user-base-url",
+                                             help="Endpoint for the user model (default: --base-url)."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Variable holding the API key."),
+    system_prompt: str | None = typer.Option(None, "--system-prompt",
+                                             help="Agent system prompt, or @FILE ({domain}, {description})."),
+    temperature: float | None = typer.Option(None, "--temperature", help="Sampling temperature (both models)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per model request."),
+    max_retries: int = typer.Option(2, "--max-retries", help="Retries per model request."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON instead of a table."),
+) -> None:
+    """Run an agent (and a simulated user) on a universe's tasks; write results.json and trajectories."""
+    import importlib.util
+    import os
+
+    from scaleenv.episode.agents import AgentOptions
+    from scaleenv.episode.users import UserOptions
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.rollout import RolloutConfig, RolloutInterrupted, RolloutProgress, run_rollout
+
+    if not path.is_dir():
+        fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
+    if system_prompt is not None and system_prompt.startswith("@"):
+        try:
+            system_prompt = Path(system_prompt[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            fail(f"cannot read --system-prompt file {system_prompt[1:]!r} ({e})")
+    llm_parts = [(agent, base_url)] + ([(user, user_base_url or base_url)] if mode == "conversational" else [])
+    for spec, url in llm_parts:
+        if spec.startswith("openai:"):
+            if importlib.util.find_spec("openai") is None:
+                fail(f"{spec} needs the openai SDK: pip install 'scaleenv[openai]'")
+            if url is None and not os.environ.get(api_key_env):
+                fail(f"{spec}: set {api_key_env} (or --api-key-env NAME), or pass --base-url for a local endpoint")
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        fail("--executor ray needs Ray: pip install 'scaleenv[ray]'")
+    cfg = RolloutConfig(
+        universe=path, agent=agent, user=user, mode=mode, trials=trials, seed=seed, max_turns=max_turns,
+        max_user_turns=max_user_turns, executor=executor, workers=workers, ray_address=ray_address,
+        concurrency=concurrency, domains=list(domain), num_tasks=num_tasks, task_ids=list(task), out=out,
+        trajectories=trajectories, resume=resume, retry_errors=retry_errors, force=force,
+        agent_options=AgentOptions(base_url=base_url, api_key_env=api_key_env, system_prompt=system_prompt,
+                                   temperature=temperature, timeout=timeout, max_retries=max_retries),
+        user_options=UserOptions(base_url=user_base_url or base_url, api_key_env=api_key_env,
+                                 temperature=temperature, timeout=timeout, max_retries=max_retries),
+    )
+    with RolloutProgress(enabled=not quiet and not as_json) as bar:
+        try:
+            results = run_rollout(cfg, on_episode=bar.episode, on_start=bar.start)
+        except RolloutInterrupted as e:
+            bar.progress.stop()
+            r = e.results
+            typer.echo(f"interrupted: {r['num_episodes']} of {r['expected_episodes']} episodes are kept in "
+                       f"{r['trajectories']}; continue with `scaleenv rollout {path} ... --out {out} --resume`",
+                       err=True)
+            raise typer.Exit(130) from None
+        except ScaleEnvError as e:
+            bar.progress.stop()
+            fail(str(e))
+    if as_json:
+        _emit({k: v for k, v in results.items() if k not in ("simulations", "tasks")})
+        return
+    from scaleenv.rollout import print_rollout_table
+
+    print_rollout_table(results)
+    t = results["timings"]
+    typer.echo(f"results: {out}  trajectories: {results['trajectories']}  "
+               f"({t['new_episodes']} episodes in {t['wall_s']:.1f} s)")
+
+
+@app.command()
 def bench(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object of named figures."),
     quick: bool = typer.Option(False, "--quick", help="Fewer repetitions (for smoke tests)."),

@@ -1,0 +1,60 @@
+"""The executor protocol.
+
+A *worker* is built once per process (or Ray actor) by a picklable zero-argument ``factory`` and
+keeps warm state (for rollouts: its own worlds). ``Executor.run(batches, sink)`` sends every batch
+to some worker and calls ``sink(result)`` in the calling process for each result, as they arrive
+(the serial executor calls it as each item finishes). Results arrive in no particular order.
+A ``KeyboardInterrupt`` stops the run: results already passed to ``sink`` are the finished work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from scaleenv.errors import ScaleEnvError
+
+EXECUTORS = ("serial", "process", "ray")
+
+Sink = Callable[[Any], None]
+
+
+class BatchWorker(Protocol):
+    def run_batch(self, batch: list[Any], sink: Sink | None = None) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class Executor:
+    kind = "base"
+    workers = 1
+
+    def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_executor(kind: str, factory: Callable[[], BatchWorker], *, workers: int = 2,
+                  ray_address: str | None = None) -> Executor:
+    """An executor of ``kind`` whose workers are built by ``factory`` (picklable for process/ray)."""
+    if kind == "serial":
+        from scaleenv.parallel.serial import SerialExecutor
+
+        return SerialExecutor(factory)
+    if kind == "process":
+        from scaleenv.parallel.process import ProcessExecutor
+
+        return ProcessExecutor(factory, workers=workers)
+    if kind == "ray":
+        from scaleenv.parallel.ray_executor import RayExecutor
+
+        return RayExecutor(factory, workers=workers, address=ray_address)
+    raise ScaleEnvError(f"unknown executor {kind!r}; use serial, process or ray")

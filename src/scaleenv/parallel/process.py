@@ -1,0 +1,110 @@
+"""A process pool: each process builds one warm worker at start-up and runs batches on it.
+
+Workers ignore SIGINT, so Ctrl-C reaches only the parent, which stops submitting, terminates the
+workers it started and re-raises; results already delivered to ``sink`` are kept.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from scaleenv.errors import ScaleEnvError
+from scaleenv.parallel.base import BatchWorker, Executor, Sink
+
+_WORKER: BatchWorker | None = None
+
+START_METHOD_ENV = "SCALEENV_MP_START"
+
+
+def _init(factory: Callable[[], BatchWorker]) -> None:
+    global _WORKER
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _WORKER = factory()
+
+
+def _run(batch: list[Any]) -> list[Any]:
+    assert _WORKER is not None, "worker not initialised"
+    return _WORKER.run_batch(batch)
+
+
+def _context() -> Any:
+    """``fork`` (fast start) while this process has a single thread; otherwise ``forkserver``, since
+    forking a process whose other threads may hold locks (a progress bar's refresh thread writing to
+    the terminal) can deadlock the child. ``$SCALEENV_MP_START`` overrides."""
+    method = os.environ.get(START_METHOD_ENV)
+    if method:
+        return mp.get_context(method)
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return mp.get_context("fork")
+    if "forkserver" in methods:
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["scaleenv.rollout"])
+        return ctx
+    return mp.get_context()
+
+
+class ProcessExecutor(Executor):
+    kind = "process"
+
+    def __init__(self, factory: Callable[[], BatchWorker], workers: int = 2):
+        self.factory = factory
+        self.workers = max(1, workers)
+        self.pool: ProcessPoolExecutor | None = None
+
+    def _pool(self) -> ProcessPoolExecutor:
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(), initializer=_init,
+                                            initargs=(self.factory,))
+        return self.pool
+
+    def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:
+        pool = self._pool()
+        todo = iter(batches)
+        pending: set[Future] = set()
+        limit = 2 * self.workers
+        try:
+            while True:
+                while len(pending) < limit:
+                    batch = next(todo, None)
+                    if batch is None:
+                        break
+                    pending.add(pool.submit(_run, batch))
+                if not pending:
+                    return
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in done:
+                    for item in f.result():
+                        sink(item)
+        except BrokenProcessPool as e:
+            self._kill()
+            raise ScaleEnvError(f"a worker process died ({e}); see its output above") from None
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            self._kill()
+            raise
+
+    def _kill(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.join(timeout=5)
+
+    def close(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
