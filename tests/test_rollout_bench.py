@@ -11,7 +11,7 @@ from scaleenv.bench import discover, run_bench
 
 pytestmark = pytest.mark.slow
 
-FIGURES = {"rollout.steps_per_s", "rollout.episodes_per_s", "rollout.serial_steps_per_s",
+FIGURES = {"rollout.steps_per_s", "rollout.episodes_per_s", "rollout.serial_steps_per_s", "rollout.serial_cpu_steps_per_s",
            "rollout.steps_per_episode", "rollout.ray_overhead_ms", "rollout.ray_call_ms"}
 
 

@@ -253,13 +253,11 @@ def test_timeouts_end_the_episode_and_the_run_goes_on(universe, tmp_path):
     with FakeOpenAI(router(gold, slow_user)) as srv:
         cfg = _cfg(universe, tmp_path, srv.url, agent="openai:agent-model", user="openai:user-model")
         cfg.user_options.timeout = 0.3
-        t0 = time.perf_counter()
         res = run_rollout(cfg, keep_records=True)
-        elapsed = time.perf_counter() - t0
     assert res["num_episodes"] == 3 and res["errors"] == 3
     for rec in res["records"]:
         assert rec["termination"] == "error" and "timeout" in rec["error"] and "user" in rec["error"]
-    assert elapsed < 10  # the episodes did not wait for the slow replies
+        assert [m["role"] for m in rec["messages"]] == ["system"]  # the user never opened: nothing was said
     with FakeOpenAI(router(lambda body: ("sleep", 3.0))) as srv:
         cfg = _cfg(universe, tmp_path / "a", srv.url, agent="openai:agent-model", mode="solo", concurrency=3)
         cfg.agent_options.timeout = 0.3
