@@ -7,6 +7,9 @@ Each finished episode is appended (and flushed) to the trajectories file at once
 every finished episode and ``--resume`` skips them. ``results.json`` follows tau2-bench's results
 shape (``info``, ``tasks``, ``simulations``) and adds ``avg_at_k``, ``pass_at_k``, ``pass_hat_k``,
 ``per_domain`` and the run's ``settings``.
+
+Workers (processes or Ray actors) each load the universe by its absolute path and keep their own
+worlds; with ``--ray-address`` every node must see the universe directory at that same path.
 """
 
 from __future__ import annotations
