@@ -32,10 +32,18 @@ class BuildConfig:
     workers: int = 2
     ray_address: str | None = None
     chain_length: tuple[int, int] = (3, 8)
+    llm: dict[str, Any] | None = None  # the LLM back end's settings (scaleenv.llm.session.LLMConfig fields)
 
     def manifest_key(self) -> dict[str, Any]:
-        return {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
-                "domains": self.domains, "chain_length": list(self.chain_length)}
+        key = {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
+               "domains": self.domains, "chain_length": list(self.chain_length)}
+        if self.llm:
+            key["llm"] = {"model": self.llm.get("model"), "role_models": self.llm.get("role_models") or {}}
+        return key
+
+    @property
+    def backend(self) -> str:
+        return "llm" if self.llm else "procedural"
 
 
 @dataclass
@@ -78,6 +86,10 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
     from scaleenv.tasks.context import DomainContext
     from scaleenv.tasks.generate import STAGE_SECONDS, ChainConfig, TaskRejected, generate_task
 
+    if cfg.get("llm"):
+        from scaleenv.synth.llm.build import build_llm_domain
+
+        return build_llm_domain(root, name, cfg, progress)
     seed, k, resume = cfg["seed"], cfg["tasks_per_domain"], cfg["resume"]
     ddir = root / "domains" / name
     t0 = time.perf_counter()
@@ -180,14 +192,14 @@ def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
     elif cfg.out.exists() and any(cfg.out.iterdir()) and not force:
         raise UniverseError(f"{cfg.out} exists and is not empty; pick another --out or pass --force")
     cfg.out.mkdir(parents=True, exist_ok=True)
-    write_json(manifest, {"format": FORMAT, "status": "building", "backend": "procedural",
+    write_json(manifest, {"format": FORMAT, "status": "building", "backend": cfg.backend,
                           "scaleenv": __version__, "domains": cfg.domains, "build": cfg.manifest_key()})
 
 
 def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[DomainResult]:
     """Build (or resume) a universe; returns per-domain results in domain order."""
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
-               "resume": cfg.resume, "chain_length": cfg.chain_length}
+               "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm}
     results: dict[str, DomainResult] = {}
     if cfg.executor == "serial":
         for name in cfg.domains:
@@ -200,7 +212,7 @@ def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[Domain
         raise ScaleEnvError(f"unknown executor {cfg.executor!r}; use serial, process or ray")
     ordered = [results[n] for n in cfg.domains]
     write_json(cfg.out / "universe.json", {
-        "format": FORMAT, "status": "complete", "backend": "procedural", "scaleenv": __version__,
+        "format": FORMAT, "status": "complete", "backend": cfg.backend, "scaleenv": __version__,
         "domains": cfg.domains, "build": cfg.manifest_key(),
         "counts": {"domains": len(ordered), "tools": sum(r.tools for r in ordered),
                    "tasks": sum(r.tasks for r in ordered)},

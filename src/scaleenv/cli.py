@@ -79,9 +79,13 @@ def list_domains(
         typer.echo(f"{name:28s} {len(bp.entities):2d} tables  {bp.description[:80]}{tag}")
 
 
-def _resolve_domains(domain: list[str], n: int | None) -> list[str]:
+def _resolve_domains(domain: list[str], n: int | None, bare: bool = False) -> list[str]:
     from scaleenv.synth.procedural.blueprint import PAPER_TRAINING_DOMAINS, catalog
 
+    if domain and bare:  # the LLM back end builds any domain from its bare name
+        from scaleenv.synth.llm.design import slug
+
+        return list(dict.fromkeys(slug(d) for d in domain))
     cat = catalog()
     if domain:
         names = []
@@ -108,7 +112,7 @@ def _resolve_domains(domain: list[str], n: int | None) -> list[str]:
 @app.command()
 def build(
     domains: int | None = typer.Option(None, "--domains", help="Build the first N training domains."),
-    domain: list[str] = typer.Option([], "--domain", help="A catalog domain to build (repeatable)."),
+    domain: list[str] = typer.Option([], "--domain", help="A catalog domain (with --llm: any bare name) (repeatable)."),
     tasks_per_domain: int = typer.Option(64, "--tasks-per-domain", min=0, help="Verified tasks per domain."),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same bytes."),
     out: Path = typer.Option(Path("universe"), "--out", help="Output universe directory."),
@@ -116,6 +120,10 @@ def build(
     chain_length: str = typer.Option("3-8", "--chain-length", help="Gold chain length range MIN-MAX."),
     llm: str | None = typer.Option(None, "--llm", help="Synthesize with an LLM (OpenAI-compatible) instead."),
     base_url: str | None = typer.Option(None, "--base-url", help="Base URL of the LLM endpoint."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Variable that holds the LLM API key."),
+    llm_role: list[str] = typer.Option([], "--llm-role", help="ROLE=MODEL: another model for one synthesis role."),
+    llm_cache: Path | None = typer.Option(None, "--llm-cache", help="LLM response cache (default OUT/llm_cache)."),
+    llm_config: Path | None = typer.Option(None, "--llm-config", help="JSON file of further LLM back-end settings."),
     executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
     workers: int = typer.Option(2, "--workers", min=1, help="Worker processes (process/ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Connect to an existing Ray cluster."),
@@ -126,9 +134,14 @@ def build(
     """Synthesize domains (Phase 1) and verified tasks (Phase 2) into a universe directory."""
     from scaleenv.errors import ScaleEnvError
 
+    llm_cfg = None
     if llm is not None or base_url is not None:
-        fail("the LLM back end (--llm/--base-url) is not available in this build; "
-             "omit --llm to use the offline procedural back end")
+        from scaleenv.synth.llm.build import cli_settings
+
+        try:
+            llm_cfg = cli_settings(llm, base_url, api_key_env, llm_role, llm_cache, llm_config)
+        except ScaleEnvError as e:
+            fail(str(e))
     if executor not in ("serial", "process", "ray"):
         fail(f"unknown --executor {executor!r}; use serial, process or ray")
     if domain and domains is not None:
@@ -138,9 +151,10 @@ def build(
         fail(f"--chain-length must look like 3-8 (MIN-MAX, 2 <= MIN <= MAX <= 12), got {chain_length!r}")
     from scaleenv.build import BuildConfig, prepare_out, run_build
 
-    cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains), tasks_per_domain=tasks_per_domain,
-                      seed=seed, scale=scale, resume=resume, executor=executor, workers=workers,
-                      ray_address=ray_address, chain_length=(int(m.group(1)), int(m.group(2))))
+    cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains, bare=llm_cfg is not None),
+                      tasks_per_domain=tasks_per_domain, seed=seed, scale=scale, resume=resume, executor=executor,
+                      workers=workers, ray_address=ray_address, chain_length=(int(m.group(1)), int(m.group(2))),
+                      llm=llm_cfg)
     try:
         prepare_out(cfg, force=force)
     except ScaleEnvError as e:

@@ -28,7 +28,12 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
             "edges_by_kind": stats.get("edges_by_kind", {}),
             "tasks": n_tasks,
         })
-    return {
+        if (ddir / "tokens.json").exists():  # LLM back end: token accounting per role, phase and task
+            from scaleenv.universe import read_json
+
+            tok = read_json(ddir / "tokens.json")
+            per[-1]["tokens"] = {k: tok.get(k) for k in ("total", "phase1", "phase2", "per_task", "by_role", "model")}
+    out = {
         "domains": len(per),
         "tables": sum(p["tables"] for p in per),
         "tools": sum(p["tools"] for p in per),
@@ -36,6 +41,9 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
         "tasks": sum(p["tasks"] for p in per),
         "per_domain": per,
     }
+    if any("tokens" in p for p in per):
+        out["tokens"] = {"total_tokens": sum((p.get("tokens") or {}).get("total", {}).get("total_tokens", 0) for p in per)}
+    return out
 
 
 def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:

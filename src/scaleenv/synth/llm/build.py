@@ -1,0 +1,265 @@
+"""The LLM back end end to end: a bare domain name in, the same universe artifacts out.
+
+Phase 1 (:func:`synthesize_domain`) returns a :class:`~scaleenv.synth.procedural.domain.BuiltDomain`
+exactly like the procedural back end, and Phase 2 writes tasks in the same format, judged by the
+same verification and gates, so ``scaleenv check`` treats both alike. :func:`build_llm_domain` is
+the hook ``scaleenv.build.build_one_domain`` calls when the build config carries ``llm``.
+
+Extra files per domain: ``tokens.json`` (token accounting per role, phase and task: what building
+the domain took, cached answers included) and ``llm_runs.jsonl`` (per run: requests, retries, cache
+hits, fresh tokens).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from scaleenv.errors import ScaleEnvError
+from scaleenv.llm.accounting import merge_domain_summaries
+from scaleenv.llm.base import ChatModel, LLMError, LLMOutputError
+from scaleenv.llm.session import LLMConfig, LLMSession, default_cache_dir
+from scaleenv.spec.models import DomainSpec
+from scaleenv.spec.validate import validate_spec
+from scaleenv.synth.llm.config import SynthConfig
+from scaleenv.synth.llm.deps import dependency_graph
+from scaleenv.synth.llm.design import design_database, design_tools, domain_profile, slug
+from scaleenv.synth.llm.filter import check_domain
+from scaleenv.synth.llm.implement import ToolImplementer
+from scaleenv.synth.llm.seedrows import seed_world
+from scaleenv.synth.procedural.domain import BuiltDomain
+from scaleenv.synth.testing import tests_summary
+
+
+def synthesize_domain(name: str, ask: Any, seed: int = 0, scale: float = 1.0, cfg: SynthConfig | None = None, *,
+                      description: str = "", keywords: list[str] | None = None,
+                      progress: Any = None) -> BuiltDomain:
+    """Phase 1 from a bare domain name: tools, tables, tested code, graph. Raises ScaleEnvError."""
+    cfg = cfg or SynthConfig()
+    check_domain(name.replace("_", " "), description, keywords)
+    profile = domain_profile(ask, name, description, keywords)
+    check_domain(profile.title, profile.description, profile.keywords)
+    abstracts = design_tools(ask, profile, cfg)
+    design = design_database(ask, profile, abstracts, cfg)
+    meta = {"backend": "llm", "title": profile.title, **design.meta}
+    tables_spec = DomainSpec(name=profile.name, description=profile.description, keywords=profile.keywords,
+                             tables=design.tables, meta=meta)
+    base0 = seed_world(tables_spec, seed, scale).snapshot()
+    implementer = ToolImplementer(ask, profile.title, tables_spec, base0, design.tool_tables, design.param_columns,
+                                  cfg, seed)
+    builds = implementer.build_all(abstracts, progress)
+    admitted = [b.tool for b in builds if b.admitted and b.tool is not None]
+    if not admitted:
+        raise ScaleEnvError(f"domain {name!r}: no generated tool passed its tests; see the model's output")
+    dropped = [{"tool": b.name, "rounds": b.rounds, "reason": (b.history[-1]["failures"][:3] if b.history else [])}
+               for b in builds if not b.admitted]
+    spec = validate_spec(tables_spec.model_copy(update={
+        "tools": admitted, "meta": {**meta, "dropped_tools": [d["tool"] for d in dropped]}}))
+    base = seed_world(spec, seed, scale).snapshot()
+    graph, dep_stats = dependency_graph(ask, profile.title, spec, design.tool_tables, cfg)
+    tested = tables_spec.model_copy(update={"tools": [b.tool for b in builds if b.tool is not None]})
+    tests = tests_summary(tested, [b.report for b in builds])
+    tests["tools"] = len(abstracts)
+    tests["llm"] = {"rounds": {b.name: b.rounds for b in builds}, "dropped": dropped,
+                    "history": {b.name: b.history for b in builds if b.rounds > 1 or not b.admitted},
+                    "dependency": dep_stats,
+                    "edges_by_source": dict(Counter(d.get("source", "computed") for _, _, d in graph.edges()))}
+    return BuiltDomain(spec, base, tests, graph, len(abstracts))
+
+
+def make_session(llm: dict[str, Any], root: Path) -> LLMSession:
+    config = LLMConfig.from_json(llm)
+    if not config.cache_dir:
+        config.cache_dir = str(default_cache_dir(root))
+    backend: ChatModel | None = llm.get("backend")
+    return LLMSession.from_config(config, backend)
+
+
+def _attempt_log(path: Path) -> tuple[int, Counter]:
+    nxt, rej = 0, Counter()
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            nxt = max(nxt, rec["attempt"] + 1)
+            if rec.get("rejected"):
+                rej[rec["rejected"]] += 1
+    return nxt, rej
+
+
+def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any = None) -> Any:
+    """Phase 1 and Phase 2 of one domain with the LLM back end; resumable like the procedural build."""
+    from scaleenv.build import DomainResult
+    from scaleenv.graph.build import ToolGraph
+    from scaleenv.synth.llm.tasks import generate_llm_task
+    from scaleenv.tasks.context import DomainContext
+    from scaleenv.tasks.generate import TaskRejected
+    from scaleenv.universe import read_json, read_tasks, write_domain, write_json
+
+    llm = dict(cfg["llm"])
+    synth = SynthConfig.from_json(llm.get("synth"))
+    if cfg.get("chain_length"):
+        synth.chain_length = tuple(cfg["chain_length"])  # type: ignore[assignment]
+    name = slug(name)
+    seed, k, resume = cfg["seed"], cfg["tasks_per_domain"], cfg["resume"]
+    session = make_session(llm, Path(root))
+    ask = session.scoped(domain=name)
+    ddir = Path(root) / "domains" / name
+    tokens_path = ddir / "tokens.json"
+    prior = read_json(tokens_path) if resume and tokens_path.exists() else {}
+
+    def save_tokens(accepted: int) -> None:
+        summary = merge_domain_summaries(prior, session.ledger.domain_summary(name))
+        summary["model"] = session.config.model
+        summary["role_models"] = dict(session.config.role_models)
+        summary["tasks"] = accepted
+        summary["per_task"] = round(summary["phase2"].get("total_tokens", 0) / accepted) if accepted else None
+        write_json(tokens_path, summary)
+
+    t0 = time.perf_counter()
+    skipped = []
+    if resume and (ddir / "done.json").exists():
+        spec = DomainSpec.model_validate(read_json(ddir / "spec.json"))
+        base = (ddir / "base.sqlite").read_bytes()
+        tests = read_json(ddir / "tests.json")
+        graph = ToolGraph.from_json(read_json(ddir / "graph.json"))
+        derived = tests["tools"]
+        skipped.append("phase1")
+    else:
+        prior = {}
+
+        def tool_progress(done: int, total: int) -> None:
+            if progress:
+                progress(name, "tool_code", done, total)
+
+        built = synthesize_domain(name, ask, seed, cfg.get("scale", 1.0), synth,
+                                  description=str(llm.get("description") or ""), progress=tool_progress)
+        write_domain(root, built)
+        spec, base, tests, graph, derived = built.spec, built.base, built.tests, built.graph, built.derived_tools
+        save_tokens(0)
+    t1 = time.perf_counter()
+    if progress:
+        progress(name, "tools", 1, 1)
+    tdir = Path(root) / "tasks"
+    final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
+    tasks = []
+    if resume and final.exists():
+        tasks = list(read_tasks(final))
+        attempt, rejections = _attempt_log(log)
+        skipped.append("phase2")
+    else:
+        tdir.mkdir(parents=True, exist_ok=True)
+        if resume and partial.exists():
+            tasks = list(read_tasks(partial, tolerate_torn_tail=True))
+            attempt, rejections = _attempt_log(log)
+            if tasks:
+                attempt = max(attempt, tasks[-1].attempt + 1)
+        else:
+            attempt, rejections = 0, Counter()
+            log.unlink(missing_ok=True)
+        partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
+        positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
+        ctx = DomainContext(spec, base, graph, positive)
+        seen = {t.dedup_key() for t in tasks}
+        max_attempts = int(llm.get("max_attempts") or (3 * k + 5))
+        with partial.open("a", encoding="utf-8") as out, log.open("a", encoding="utf-8") as logf:
+            while len(tasks) < k and attempt < max_attempts:
+                rec: dict[str, Any] = {"attempt": attempt}
+                try:
+                    try:
+                        task = generate_llm_task(ctx, ask, seed, attempt, synth)
+                    except LLMOutputError as e:
+                        raise TaskRejected("llm_output", str(e)[:200]) from None
+                    except LLMError as e:
+                        raise LLMError(f"{e}; the finished tasks are kept: continue with --resume "
+                                       "(answers already received come from the cache)") from None
+                    except TaskRejected:
+                        raise
+                    except ScaleEnvError as e:  # e.g. generated rows a world refuses
+                        raise TaskRejected("synthesis_error", str(e)[:200]) from None
+                    if task.dedup_key() in seen:
+                        raise TaskRejected("duplicate")
+                    seen.add(task.dedup_key())
+                    out.write(task.to_jsonl() + "\n")
+                    out.flush()
+                    tasks.append(task)
+                    rec["task"] = task.id
+                except TaskRejected as e:
+                    rejections[e.reason] += 1
+                    rec["rejected"] = e.reason
+                logf.write(json.dumps(rec, sort_keys=True) + "\n")
+                logf.flush()
+                attempt += 1
+                save_tokens(len(tasks))
+                if progress:
+                    progress(name, "tasks", len(tasks), k)
+        os.replace(partial, final)
+    t2 = time.perf_counter()
+    save_tokens(len(tasks))
+    run = session.ledger.summary()
+    with (ddir / "llm_runs.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"model": session.config.model, "base_url": session.config.base_url,
+                            "requests": run["requests"], "retries": run["retries"], "cache_hits": run["cache_hits"],
+                            "fresh": run["fresh"], "skipped": skipped}, sort_keys=True) + "\n")
+    write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
+                                             "rejections": dict(sorted(rejections.items()))})
+    stats = graph.stats()
+    return DomainResult(domain=name, tables=len(spec.tables), tools=len(spec.tools), derived_tools=derived,
+                        edges=stats["edges"], tasks=len(tasks), attempts=attempt,
+                        rejections=dict(sorted(rejections.items())), phase1_s=round(t1 - t0, 3),
+                        phase2_s=round(t2 - t1, 3), skipped=skipped)
+
+
+def cli_settings(model: str | None, base_url: str | None, api_key_env: str, roles: list[str],
+                 cache: Path | None, config: Path | None = None) -> dict[str, Any]:
+    """The ``llm`` build settings from the command line's flags (ScaleEnvError on bad input).
+
+    ``config`` is an optional JSON file of further settings: LLMConfig fields (``concurrency``,
+    ``timeout``, ``max_retries``, ``temperature``, ``role_models``, ...), ``description`` (of the domain),
+    ``max_attempts`` and ``synth`` (SynthConfig fields: sizes, rounds, sandbox limits, ``tau``, ...).
+    """
+    import importlib.util
+
+    from scaleenv.synth.llm.prompts import ROLES
+
+    if not model:
+        raise ScaleEnvError("--base-url needs --llm MODEL (the model to synthesize with)")
+    if importlib.util.find_spec("openai") is None:
+        raise ScaleEnvError("--llm needs the openai SDK: pip install 'scaleenv[llm]'")
+    if not api_key_env or not api_key_env.replace("_", "").isalnum():
+        raise ScaleEnvError(f"--api-key-env must name an environment variable, got {api_key_env!r}")
+    if base_url is None and not os.environ.get(api_key_env):
+        raise ScaleEnvError(f"--llm {model}: set {api_key_env} (or --api-key-env NAME), or pass --base-url "
+                            "for a local endpoint that needs no key")
+    role_models: dict[str, str] = {}
+    for r in roles:
+        role, sep, m = r.partition("=")
+        if not sep or role not in ROLES or not m:
+            raise ScaleEnvError(f"--llm-role must be ROLE=MODEL with ROLE one of {', '.join(ROLES)}, got {r!r}")
+        role_models[role] = m
+    extra: dict[str, Any] = {}
+    if config is not None:
+        try:
+            extra = json.loads(Path(config).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ScaleEnvError(f"--llm-config {config}: cannot read a JSON object ({e})") from None
+        if not isinstance(extra, dict):
+            raise ScaleEnvError(f"--llm-config {config}: must hold a JSON object")
+        allowed = set(LLMConfig.__dataclass_fields__) | {"synth", "description", "max_attempts"}
+        unknown = sorted(set(extra) - allowed)
+        if unknown:
+            raise ScaleEnvError(f"--llm-config {config}: unknown setting(s) {unknown}; known: {sorted(allowed)}")
+        try:
+            SynthConfig.from_json(extra.get("synth"), strict=True)
+            LLMConfig.from_json({"model": model, **extra})
+        except (TypeError, ValueError) as e:
+            raise ScaleEnvError(f"--llm-config {config}: {e}") from None
+    return {**extra, "model": model, "base_url": base_url, "api_key_env": api_key_env,
+            "role_models": {**(extra.get("role_models") or {}), **role_models},
+            "cache_dir": str(cache) if cache else extra.get("cache_dir")}

@@ -1,0 +1,333 @@
+"""Phase 1, implementation: the code agent, the test agent and the debug agent.
+
+For every abstract tool the code agent writes contracts and effects in SQL (or Python over the
+world API) and the test agent writes a matched fixture with positive and negative cases. The tool is
+then judged in the sandbox by the procedural tester (positive tests plus one negative per
+precondition) and by the agent's cases; each test is a Success, an Anticipated rejection or an
+Unexpected failure. On any unexpected failure (or a static problem: SQL that does not prepare, an
+import, a schema change) the debug agent reads the log and repairs the code or the fixture, for at
+most ``debug_rounds`` rounds. Tools that never pass are dropped and reported.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from scaleenv.errors import ScaleEnvError
+from scaleenv.llm.base import LLMOutputError
+from scaleenv.spec.models import (
+    Contract,
+    DomainSpec,
+    ErrorSpec,
+    Generated,
+    Implementation,
+    Param,
+    Returns,
+    ToolSpec,
+)
+from scaleenv.spec.validate import spec_problems
+from scaleenv.synth.llm.config import SynthConfig
+from scaleenv.synth.llm.prompts import render
+from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text
+from scaleenv.synth.testing import UNEXPECTED, TestResult, ToolReport
+from scaleenv.tasks.state import apply_patch
+from scaleenv.tools.sandbox import test_tool_sandboxed, vet_tool
+from scaleenv.world.world import World
+
+
+@dataclass
+class ToolBuild:
+    name: str
+    tool: ToolSpec | None
+    report: ToolReport
+    admitted: bool
+    rounds: int
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tool": self.name, "admitted": self.admitted, "rounds": self.rounds, "history": self.history}
+
+
+# --- turning replies into a ToolSpec -----------------------------------------------------------
+
+
+def _contracts(raw: Any, default_error: str, path: str, problems: list[str]) -> list[Contract]:
+    out = []
+    for i, c in enumerate(raw or []):
+        if isinstance(c, str):
+            c = {"sql": c}
+        if not isinstance(c, dict) or not isinstance(c.get("sql"), str) or not c["sql"].strip():
+            problems.append(f"{path}[{i}]: must be an object with 'sql'")
+            continue
+        out.append(Contract(sql=c["sql"].strip().rstrip(";"), error=str(c.get("error") or default_error),
+                            message=str(c.get("message") or "")))
+    return out
+
+
+def make_tool(abstract: dict[str, Any], impl: dict[str, Any], param_columns: dict[str, str],
+              tables: list[str] | None = None) -> tuple[ToolSpec | None, list[str]]:
+    """The ToolSpec of ``abstract`` implemented by ``impl`` (a code-agent reply), or the problems."""
+    problems: list[str] = []
+    name = abstract["name"]
+    kind = str(impl.get("implementation") or "sql").lower()
+    if kind not in ("sql", "python"):
+        problems.append(f"implementation: must be 'sql' or 'python', got {kind!r}")
+        kind = "sql"
+    params = []
+    for p in abstract["parameters"]:
+        params.append(Param(name=p["name"], type=p["type"], description=p.get("description", ""),
+                            required=p.get("required", True), enum=p.get("enum"), items=p.get("items"),
+                            minimum=p.get("minimum"), maximum=p.get("maximum"),
+                            column=param_columns.get(f"{name}.{p['name']}")))
+    generated: dict[str, Generated] = {}
+    raw_gen = impl.get("generated") or {}
+    if not isinstance(raw_gen, dict):
+        problems.append("generated: must be an object")
+        raw_gen = {}
+    for k, v in raw_gen.items():
+        try:
+            generated[str(k)] = Generated.model_validate(v)
+        except ValidationError as e:
+            problems.append(f"generated.{k}: {e.errors()[0]['msg']}")
+    pre = _contracts(impl.get("preconditions"), "precondition_failed", "preconditions", problems)
+    post = _contracts(impl.get("postconditions"), "postcondition_failed", "postconditions", problems)
+    effects = impl.get("effects") or []
+    if not isinstance(effects, list) or not all(isinstance(s, str) for s in effects):
+        problems.append("effects: must be a list of SQL strings")
+        effects = []
+    effects = [s.strip().rstrip(";") for s in effects if s.strip()]
+    raw_ret = impl.get("returns") or {}
+    if isinstance(raw_ret, str):
+        raw_ret = {"query": raw_ret}
+    try:
+        returns = Returns.model_validate({k: v for k, v in raw_ret.items()
+                                          if k in ("query", "mode", "table", "description")})
+    except (ValidationError, AttributeError) as e:
+        problems.append(f"returns: {e.errors()[0]['msg'] if isinstance(e, ValidationError) else 'must be an object'}")
+        returns = Returns(mode="none")
+    if not returns.query:
+        returns = returns.model_copy(update={"mode": "none"})
+    if returns.query:
+        returns = returns.model_copy(update={"query": returns.query.strip().rstrip(";")})
+    source = impl.get("source")
+    if kind == "python" and not (isinstance(source, str) and source.strip()):
+        problems.append("source: a python implementation needs the source of run(db, args)")
+    errors = [ErrorSpec(code=e["code"], description=e.get("description", "")) for e in abstract.get("errors", [])]
+    declared = {e.code for e in errors}
+    for c in pre + post:
+        if c.error not in declared:
+            errors.append(ErrorSpec(code=c.error, description=c.message or c.error.replace("_", " ")))
+            declared.add(c.error)
+    if problems:
+        return None, problems
+    try:
+        tool = ToolSpec(name=name, description=abstract["description"], kind=abstract["kind"], parameters=params,
+                        generated=generated, returns=returns, preconditions=pre, effects=effects,
+                        postconditions=post, errors=errors,
+                        implementation=Implementation(kind=kind, source=source if kind == "python" else None),
+                        meta={"output": abstract.get("output", ""), "tables": list(tables or []),
+                              "pre_text": abstract.get("preconditions", []),
+                              "post_text": abstract.get("postconditions", [])})
+    except ValidationError as e:
+        return None, [f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors()[:5]]
+    return tool, []
+
+
+def static_problems(tables_spec: DomainSpec, tool: ToolSpec) -> list[str]:
+    spec = tables_spec.model_copy(update={"tools": [tool]})
+    problems = [f"{p.split(')', 1)[-1].lstrip('.') or p}: {r}" for p, r in spec_problems(spec)]
+    if not problems:
+        problems += vet_tool(spec, tool)
+    if tool.kind == "write" and not tool.effects and tool.implementation.kind == "sql":
+        problems.append("effects: a write tool implemented in SQL needs at least one effect")
+    return problems
+
+
+# --- agents -------------------------------------------------------------------------------------
+
+
+def _check_impl(obj: Any) -> list[str]:
+    if not isinstance(obj, dict):
+        return ["the reply must be a JSON object"]
+    problems = []
+    for key in ("preconditions", "effects", "postconditions"):
+        if obj.get(key) is not None and not isinstance(obj[key], list):
+            problems.append(f"'{key}' must be a list")
+    if obj.get("generated") is not None and not isinstance(obj["generated"], dict):
+        problems.append("'generated' must be an object")
+    return problems
+
+
+def _check_tests(obj: Any) -> list[str]:
+    if not isinstance(obj, dict):
+        return ["the reply must be a JSON object with 'fixture' and 'cases'"]
+    problems = []
+    fixture = obj.get("fixture") or {}
+    if not isinstance(fixture, dict) or not all(isinstance(v, list) and all(isinstance(r, dict) for r in v)
+                                                for v in fixture.values()):
+        problems.append("'fixture' must map table names to lists of row objects")
+    cases = obj.get("cases")
+    if not isinstance(cases, list) or not cases:
+        problems.append("'cases' must be a non-empty list")
+    else:
+        for i, c in enumerate(cases):
+            if not isinstance(c, dict) or c.get("kind") not in ("positive", "negative") or not isinstance(
+                    c.get("args", {}), dict):
+                problems.append(f"cases[{i}]: needs 'kind' (positive or negative) and an 'args' object")
+    return problems
+
+
+def _check_debug(obj: Any) -> list[str]:
+    if not isinstance(obj, dict):
+        return ["the reply must be a JSON object"]
+    problems = []
+    if obj.get("implementation") is not None:
+        problems += [f"implementation: {p}" for p in _check_impl(obj["implementation"])]
+    if obj.get("fixture") is not None or obj.get("cases") is not None:
+        t = {"fixture": obj.get("fixture") or {}, "cases": obj.get("cases") if obj.get("cases") is not None else [{
+            "kind": "positive", "args": {}}]}
+        problems += _check_tests(t)
+    return problems
+
+
+class ToolImplementer:
+    """Implements and tests the tools of one domain (thread-safe; one tool per call)."""
+
+    def __init__(self, ask: Any, title: str, tables_spec: DomainSpec, base: bytes, tool_tables: dict[str, list[str]],
+                 param_columns: dict[str, str], cfg: SynthConfig, seed: int = 0):
+        self.ask = ask
+        self.title = title
+        self.spec = tables_spec
+        self.base = base
+        self.tool_tables = tool_tables
+        self.param_columns = param_columns
+        self.cfg = cfg
+        self.seed = seed
+        prefixes = (tables_spec.meta or {}).get("id_prefix") or {}
+        self.id_examples = ", ".join(f"{t} {p}0001" for t, p in prefixes.items())
+
+    def _tool_json(self, abstract: dict[str, Any]) -> str:
+        view = dict(abstract)
+        view["parameters"] = [{**p, **({"column": self.param_columns[f"{abstract['name']}.{p['name']}"]}
+                                      if f"{abstract['name']}.{p['name']}" in self.param_columns else {})}
+                              for p in abstract["parameters"]]
+        return jdump(view)
+
+    def _tables(self, name: str) -> tuple[list[str], str]:
+        names = list(self.tool_tables.get(name) or [t.name for t in self.spec.tables])
+        return names, tables_text(self.spec, names)
+
+    def code(self, abstract: dict[str, Any], tables: str) -> dict[str, Any]:
+        msgs = render("code", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
+                      tables=tables, id_examples=self.id_examples or "-", clock=self.spec.clock)
+        return self.ask.json("code", msgs, validate=_check_impl)
+
+    def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
+        world = World.from_snapshot(self.spec, self.base)
+        try:
+            rows = sample_rows(world, names)
+            ids = next_ids_text(next_ids(world, names, skip=100))
+        finally:
+            world.close()
+        msgs = render("test", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
+                      tables=tables, rows=rows, next_ids=ids, clock=self.spec.clock)
+        out = self.ask.json("test", msgs, validate=_check_tests)
+        return {"fixture": out.get("fixture") or {}, "cases": out["cases"]}
+
+    def debug(self, abstract: dict[str, Any], tables: str, impl: dict[str, Any], tests: dict[str, Any],
+              failures: list[str], round_no: int) -> dict[str, Any]:
+        msgs = render("debug", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
+                      tables=tables, implementation=jdump(impl), tests=jdump(tests),
+                      failures="\n".join(f"- {f}" for f in failures[:15]), round=round_no,
+                      rounds=self.cfg.debug_rounds)
+        return self.ask.json("debug", msgs, validate=_check_debug)
+
+    def fixture(self, tests: dict[str, Any]) -> tuple[bytes, list[str]]:
+        world = World.from_snapshot(self.spec, self.base)
+        try:
+            fx = {t: rows for t, rows in (tests.get("fixture") or {}).items()}
+            unknown = [t for t in fx if self.spec.table(t) is None]
+            if unknown:
+                return self.base, [f"fixture: unknown table(s) {unknown}"]
+            apply_patch(world, fx)
+            return world.snapshot(), []
+        except ScaleEnvError as e:
+            return self.base, [f"fixture: the rows do not load: {e}"]
+        finally:
+            world.close()
+
+    def run_tests(self, tool: ToolSpec, tests: dict[str, Any]) -> tuple[ToolReport, list[str]]:
+        snap, failures = self.fixture(tests)
+        report, cases, outcome = test_tool_sandboxed(self.spec, tool, snap, self.seed, tests.get("cases"),
+                                                     self.cfg.sandbox)
+        report.tests.extend(cases)
+        report.admitted = report.counts()[UNEXPECTED] == 0 and not failures
+        for t in report.tests:
+            if t.verdict == UNEXPECTED:
+                args = f", arguments {jdump(t.args)}" if t.args else ""
+                failures.append(f"{t.kind} test{args}: {t.reason}")
+        return report, failures
+
+    def build(self, abstract: dict[str, Any]) -> ToolBuild:
+        name = abstract["name"]
+        names, tables = self._tables(name)
+        history: list[dict[str, Any]] = []
+        try:
+            impl = self.code(abstract, tables)
+            tests = self.tests(abstract, names, tables)
+        except LLMOutputError as e:  # unusable output drops the tool; a failing endpoint stops the build
+            return _dropped(name, 0, [f"no usable implementation or tests: {e}"], history)
+        failures: list[str] = []
+        tool: ToolSpec | None = None
+        last: ToolReport | None = None
+        for round_no in range(self.cfg.debug_rounds + 1):
+            tool, failures = make_tool(abstract, impl, self.param_columns, names)
+            if tool is not None:
+                failures = static_problems(self.spec, tool)
+            report = None
+            if tool is not None and not failures:
+                report, failures = self.run_tests(tool, tests)
+                last = report
+            history.append({"round": round_no, "failures": failures[:10]})
+            if not failures and report is not None:
+                return ToolBuild(name, tool, report, True, round_no + 1, history)
+            if round_no == self.cfg.debug_rounds:
+                break
+            try:
+                fix = self.debug(abstract, tables, impl, tests, failures, round_no + 1)
+            except LLMOutputError as e:
+                history.append({"round": round_no + 1, "failures": [f"debug agent gave no usable fix: {e}"]})
+                break
+            history[-1]["diagnosis"] = str(fix.get("diagnosis", ""))[:300]
+            if isinstance(fix.get("implementation"), dict):
+                impl = fix["implementation"]
+            if fix.get("fixture") is not None:
+                tests = {**tests, "fixture": fix["fixture"]}
+            if fix.get("cases") is not None:
+                tests = {**tests, "cases": fix["cases"]}
+        return _dropped(name, len([h for h in history if "failures" in h]), failures, history, tool, last)
+
+    def build_all(self, abstracts: list[dict[str, Any]], progress: Any = None) -> list[ToolBuild]:
+        workers = max(1, int(getattr(self.ask.config, "concurrency", 1)))
+        done: list[ToolBuild] = []
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tool") as pool:
+            for b in pool.map(self.build, abstracts):
+                done.append(b)
+                if progress is not None:
+                    progress(len(done), len(abstracts))
+        return done
+
+
+def _dropped(name: str, rounds: int, failures: list[str], history: list[dict[str, Any]],
+             tool: ToolSpec | None = None, last: ToolReport | None = None) -> ToolBuild:
+    if last is not None and last.counts()[UNEXPECTED]:
+        last.admitted = False
+        return ToolBuild(name, tool, last, False, rounds, history)
+    report = ToolReport(name, admitted=False)
+    report.tests.append(TestResult(name, "implementation", {}, UNEXPECTED,
+                                   reason="; ".join(failures[:3]) or "never passed its tests"))
+    return ToolBuild(name, tool, report, False, rounds, history)

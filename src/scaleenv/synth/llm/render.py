@@ -1,0 +1,112 @@
+"""Compact text renderings of schemas, tools and rows for prompts (few tokens, all the facts)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from scaleenv.spec.models import Column, DomainSpec, Table, ToolSpec
+from scaleenv.world.ddl import quote_ident
+from scaleenv.world.world import World
+
+
+def column_line(c: Column, pk: str) -> str:
+    parts = [c.name, c.type]
+    if c.name == pk:
+        parts.append("PK")
+    if c.foreign_key:
+        parts.append(f"-> {c.foreign_key}")
+    if c.nullable:
+        parts.append("NULL ok")
+    if c.unique:
+        parts.append("unique")
+    if c.enum:
+        parts.append("in [" + ", ".join(map(str, c.enum)) + "]")
+    if c.min is not None or c.max is not None:
+        parts.append(f"[{'' if c.min is None else f'{c.min:g}'}..{'' if c.max is None else f'{c.max:g}'}]")
+    if c.default is not None:
+        parts.append(f"default {json.dumps(c.default)}")
+    return " ".join(parts)
+
+
+def table_block(t: Table) -> str:
+    cols = "; ".join(column_line(c, t.primary_key) for c in t.columns)
+    return f"{t.name}: {cols}"
+
+
+def tables_text(spec: DomainSpec, names: list[str] | None = None, with_parents: bool = True) -> str:
+    wanted = list(names) if names is not None else [t.name for t in spec.tables]
+    if with_parents:
+        for n in list(wanted):
+            t = spec.table(n)
+            for c in t.columns if t else []:
+                if c.foreign_key and c.foreign_key.split(".")[0] not in wanted:
+                    wanted.append(c.foreign_key.split(".")[0])
+    return "\n".join(table_block(t) for t in spec.tables if t.name in wanted)
+
+
+def param_sig(p: Any) -> str:
+    typ = p.type if p.type != "array" else f"{p.items or 'string'}[]"
+    if p.enum:
+        typ = "|".join(map(str, p.enum))
+    return f"{p.name}{'*' if p.required else ''}:{typ}"
+
+
+def tool_sig(t: ToolSpec, with_tables: bool = False, tables: list[str] | None = None) -> str:
+    params = ", ".join(param_sig(p) for p in t.parameters)
+    ret = t.returns.table and t.returns.mode in ("one", "many")
+    out = {"one": f"{t.returns.table} row", "many": f"list of {t.returns.table} rows"}.get(t.returns.mode, "")
+    ret_text = out if ret else ({"scalar": "a value", "none": "nothing"}.get(t.returns.mode, "a record"))
+    line = f"{t.name}({t.kind}): {params} -> {ret_text}"
+    if t.description:
+        line += f" | {t.description.strip()[:140]}"
+    if with_tables and tables:
+        line += f" | tables: {', '.join(tables)}"
+    return line
+
+
+def abstract_line(t: dict[str, Any]) -> str:
+    params = ", ".join(f"{p['name']}{'*' if p.get('required', True) else ''}:{p.get('type', 'string')}"
+                       for p in t.get("parameters", []))
+    errors = ", ".join(e["code"] for e in t.get("errors", []))
+    return f"{t['name']}({t.get('kind', 'read')}): {t.get('description', '').strip()[:160]} | {params} | {errors}"
+
+
+def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: int = 3000) -> str:
+    lines = []
+    for t in tables:
+        if world.spec.table(t) is None:
+            continue
+        pk = world.primary_key(t)
+        cur = world.conn.execute(f"SELECT * FROM {quote_ident(t)} ORDER BY {quote_ident(pk)} LIMIT ?", (per_table,))
+        names = [d[0] for d in cur.description]
+        for r in cur:
+            lines.append(f"{t}: " + json.dumps(dict(zip(names, r, strict=True)), sort_keys=False, default=str))
+    text = "\n".join(lines)
+    return text[:max_chars] if text else "(none)"
+
+
+def next_ids(world: World, tables: list[str], skip: int = 0) -> dict[str, str]:
+    """The first free ``PREFIX-NNNN`` id of every table (``skip`` more numbers ahead)."""
+    from scaleenv.tasks.state import next_id
+
+    out = {}
+    for t in tables:
+        if world.spec.table(t) is None:
+            continue
+        nid = next_id(world, t)
+        if skip:
+            m = re.match(r"^(.*?)(\d+)$", nid)
+            if m:
+                nid = f"{m.group(1)}{int(m.group(2)) + skip:0{len(m.group(2))}d}"
+        out[t] = nid
+    return out
+
+
+def next_ids_text(ids: dict[str, str]) -> str:
+    return ", ".join(f"{t} {v}" for t, v in ids.items()) or "(none)"
+
+
+def jdump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str)

@@ -1,0 +1,590 @@
+"""Phase 2 with LLM task agents (ScaleEnv §4.2), judged by the same verification and gates.
+
+One attempt:
+
+1. **Chain agent** writes the seed chain C1 as executable code (``sN = tool(...)``), around a
+   suggested goal tool and its graph neighbourhood. Parse errors go back to it.
+2. **State agent** writes the initial rows C1 needs and distractor rows. C1 is *executed* on
+   base + rows; on failure the error goes back to the agent (bounded rounds). Distractors that
+   break the chain or get touched by it are replaced by procedural ones (then dropped).
+3. C1 is executed once more to get the expected state (the ground truth comes from execution).
+4. **Expansion**: breadth-first over the dependency graph from C1's tools; a tool joins H when its
+   id inputs are supplied by tools in H and a call of it executes on the task's state. When it does
+   not, the **patch agent** writes rows (bounded per task; a procedural clone is the fallback), and
+   a patch is kept only if C1 still changes exactly the same rows.
+5. **Gate**: p = π(|D_n|, c(H_n), g) by the gate agent, where g is the share of the **solver**'s
+   best-of-k chains over the unused tools D_n that execute. If p ≥ τ the best executable chain
+   joins H and is expanded; otherwise, while |H| < 20, a random auxiliary chain is added.
+6. **Instruction agent** writes the instruction and user profile, checked to mention every literal
+   of C1 and no ids that C1 and its rows do not contain.
+7. The task is re-verified after the patches and must pass every integrity gate.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from typing import Any
+
+from scaleenv.errors import ScaleEnvError
+from scaleenv.llm.base import LLMOutputError
+from scaleenv.llm.parse import fenced_blocks
+from scaleenv.reward.facts import AnswerFact
+from scaleenv.spec.models import ToolSpec
+from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_chain
+from scaleenv.synth.llm.config import SynthConfig
+from scaleenv.synth.llm.prompts import render
+from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_sig
+from scaleenv.tasks.chain import ChainError, run_chain
+from scaleenv.tasks.context import DomainContext
+from scaleenv.tasks.expand import complexity
+from scaleenv.tasks.gates import run_gates
+from scaleenv.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
+from scaleenv.tasks.load import TaskWorlds, make_episode
+from scaleenv.tasks.model import Call, Task, chain_to_python
+from scaleenv.tasks.state import apply_patch, fresh_unique, next_id, table_order
+from scaleenv.tools.runtime import execute_tool
+from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.world import World
+
+_ID_LIKE = re.compile(r"\b[A-Z][A-Z0-9]{1,5}-\d{3,}\b")
+
+
+def _tables_of(tool: ToolSpec) -> list[str]:
+    return list(tool.meta.get("tables") or ([tool.returns.table] if tool.returns.table else []))
+
+
+def _norm(v: Any) -> str:
+    return re.sub(r"\s+", " ", str(v)).strip().lower()
+
+
+class LLMTaskBuilder(TaskBuilder):
+    def __init__(self, ctx: DomainContext, ask: Any, seed: int, attempt: int, cfg: SynthConfig):
+        lo, hi = cfg.chain_length
+        super().__init__(ctx, seed, attempt, ChainConfig(min_length=lo, max_length=hi, min_tools=cfg.min_task_tools))
+        self.ask = ask
+        self.cfg = cfg
+        self.title = str((ctx.spec.meta or {}).get("title") or ctx.spec.name)
+        self.new_rows: dict[str, list[dict[str, Any]]] = {}
+        self.record: dict[str, Any] = {"state_rounds": 0, "llm_patches": 0, "procedural_patches": 0, "gate": [],
+                                       "chains": 1, "distractors": "llm"}
+
+    # --- 1. the seed chain -------------------------------------------------------------------
+    def neighbourhood(self, goal: ToolSpec) -> list[ToolSpec]:
+        spec = self.spec
+        tables = set(_tables_of(goal))
+        for t in list(tables):
+            table = spec.table(t)
+            for c in table.columns if table else []:
+                if c.foreign_key:
+                    tables.add(c.foreign_key.split(".")[0])
+        names = [goal.name]
+        names += [p for p in self.ctx.graph.predecessors(goal.name) if p not in names]
+        names += [t.name for t in spec.tools if t.kind == "read" and set(_tables_of(t)) & tables and t.name not in names]
+        names += [s for s in self.ctx.graph.successors(goal.name) if s not in names]
+        return [spec.tool(n) for n in names[:28] if spec.tool(n) is not None]  # type: ignore[misc]
+
+    def write_chain(self, level: str) -> list[Call]:
+        goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
+            [t for t in self.spec.tools if t.kind == "write"])
+        if goal is None:
+            raise TaskRejected("no_goal_tools")
+        tools = self.neighbourhood(goal)
+        names = {t.name for t in tools}
+        edges = sorted({f"{a}->{b}" for a, b, _ in self.ctx.graph.edges() if a in names and b in names})
+        tables = sorted({x for t in tools for x in _tables_of(t)})
+        lo, hi = self.config.min_length, self.config.max_length
+        if level == "easy":
+            hi = min(hi, max(lo, 4))
+        elif level == "hard":
+            lo = min(hi, max(lo, 4))
+
+        def check(code: str) -> list[str]:
+            try:
+                calls = parse_chain(code, self.spec)
+            except ChainCodeError as e:
+                return e.problems
+            problems = []
+            if not any(self.spec.tool(c.tool).kind == "write" for c in calls):  # type: ignore[union-attr]
+                problems.append("the chain must contain at least one write tool call")
+            if len(calls) > self.config.max_length:
+                problems.append(f"the chain has {len(calls)} calls; at most {self.config.max_length}")
+            return problems
+
+        msgs = render("chain", title=self.title, task_number=self.attempt, tables=tables_text(self.spec, tables),
+                      tools="\n".join(tool_sig(t) for t in tools), edges=", ".join(edges[:60]) or "none",
+                      rows=sample_rows(self.world, tables, per_table=2), clock=self.spec.clock,
+                      goal_tool=goal.name, min_len=lo, max_len=hi)
+        try:
+            code = self.ask.code("chain", msgs, validate=check)
+        except LLMOutputError as e:
+            raise TaskRejected("chain_unusable", str(e)[:200]) from None
+        return parse_chain(code, self.spec)
+
+    # --- 2. the initial state ------------------------------------------------------------------
+    def chain_tables(self) -> list[str]:
+        out: list[str] = []
+        for c in self.chain:
+            tool = self.spec.tool(c.tool)
+            for t in _tables_of(tool) if tool else []:
+                if t not in out:
+                    out.append(t)
+        for t in list(out):
+            table = self.spec.table(t)
+            for col in table.columns if table else []:
+                if col.foreign_key and col.foreign_key.split(".")[0] not in out:
+                    out.append(col.foreign_key.split(".")[0])
+        return [t for t in out if self.spec.table(t) is not None]
+
+    def _with_ids(self, rows: Any) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        if not isinstance(rows, dict):
+            return out
+        for t, rs in rows.items():
+            if self.spec.table(t) is None or not isinstance(rs, list):
+                continue
+            clean = [dict(r) for r in rs if isinstance(r, dict)]
+            out[t] = clean
+        return out
+
+    def _materialize(self, rows: dict[str, list[dict[str, Any]]], distractors: dict[str, list[dict[str, Any]]]) -> str:
+        """Reset the task world to base + rows (+ distractors); '' or the error of loading the rows."""
+        self.world = World.from_snapshot(self.spec, self.ctx.base)
+        self.patch, self.distractor_ids = {}, {}
+        for t in table_order(self.spec):
+            for r in rows.get(t, []):
+                if "id" not in r:
+                    r["id"] = next_id(self.world, t, {x.get("id") for x in rows.get(t, []) if x.get("id")})
+            if rows.get(t):
+                try:
+                    self.add_rows(t, rows[t])
+                except ScaleEnvError as e:
+                    return f"rows of {t} do not load: {e}"
+        for t in table_order(self.spec):
+            ds = [d for d in distractors.get(t, []) if isinstance(d, dict) and d.get("id") is not None]
+            if ds:
+                try:
+                    self.add_rows(t, ds, distract=True)
+                except ScaleEnvError:
+                    continue  # a distractor that breaks a constraint is simply left out
+        return ""
+
+    def _executes(self) -> str:
+        scratch = World.from_snapshot(self.spec, self.world.snapshot())
+        try:
+            run_chain(scratch, self.spec, self.chain)
+        except ChainError as e:
+            return f"the chain fails at {e}"
+        finally:
+            scratch.close()
+        return ""
+
+    def write_state(self, density: int) -> bytes:
+        tables = self.chain_tables()
+        msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=tables_text(self.spec, tables),
+                      rows=sample_rows(self.world, tables, per_table=2),
+                      next_ids=next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50))),
+                      clock=self.spec.clock, distractors=max(1, density))
+
+        def shape(obj: Any) -> list[str]:
+            if not isinstance(obj.get("rows"), dict):
+                return ["'rows' must map table names to lists of rows"]
+            unknown = [t for t in list(obj["rows"]) + list(obj.get("distractors") or {}) if self.spec.table(t) is None]
+            return [f"unknown table(s) {sorted(set(unknown))}"] if unknown else []
+
+        error = ""
+        obj: dict[str, Any] = {}
+        for round_no in range(self.cfg.state_rounds + 1):
+            try:
+                obj = self.ask.json("state", msgs, validate=shape)
+            except LLMOutputError as e:
+                raise TaskRejected("state_unusable", str(e)[:200]) from None
+            error = ""
+            if isinstance(obj.get("chain"), str):
+                try:
+                    self.chain = parse_chain(obj["chain"], self.spec)
+                except ChainCodeError as e:
+                    error = f"the corrected chain does not parse: {e}"
+            if not error:
+                error = self._materialize(self._with_ids(obj.get("rows")), {}) or self._executes()
+            self.record["state_rounds"] = round_no + 1
+            if not error:
+                break
+            msgs = [*msgs, {"role": "assistant", "content": jdump(obj)},
+                    {"role": "user", "content": f"Executing the chain on these rows failed: {error}\nReply with the "
+                     "corrected JSON object (same format). If the chain itself is wrong, add \"chain\": the corrected "
+                     "Python chain as a string."}]
+        else:
+            raise TaskRejected("state_not_executable", error[:200])
+        self.new_rows = self._with_ids(obj.get("rows"))
+        return self.add_distractor_rows(self.new_rows, self._with_ids(obj.get("distractors")), density)
+
+    def add_distractor_rows(self, rows: dict[str, list[dict[str, Any]]], distractors: dict[str, list[dict[str, Any]]],
+                            density: int) -> bytes:
+        """LLM distractors if they stay orthogonal to the chain, else procedural ones, else none."""
+        for source in ("llm", "procedural", "none"):
+            if source == "procedural":
+                self._materialize(rows, {})
+                self.add_distractors([(t, r) for t in table_order(self.spec) for r in rows.get(t, [])], max(1, density))
+            else:
+                self._materialize(rows, distractors if source == "llm" else {})
+            if self._executes():
+                continue
+            scratch = World.from_snapshot(self.spec, self.world.snapshot())
+            try:
+                run_chain(scratch, self.spec, self.chain)
+                self.check_distractors_orthogonal(scratch)
+            except (TaskRejected, ChainError):
+                continue
+            finally:
+                scratch.close()
+            self.record["distractors"] = source
+            return self.world.snapshot()
+        raise TaskRejected("state_not_executable", "the chain fails even without distractors")
+
+    # --- 4./5. expansion and the gate ---------------------------------------------------------
+    def expand(self, initial: bytes, gold_keys: dict[str, list[Any]]) -> tuple[list[str], dict[str, list]]:
+        ex = _Exerciser(self, initial, gold_keys)
+        ctx = self.ctx
+        all_tools = [t.name for t in self.spec.tools]
+        included = list(dict.fromkeys(c.tool for c in self.chain))
+        supplied: set[str] = set()
+        for t in included:
+            supplied |= ctx.io[t].outputs
+        failed: set[str] = set()
+
+        def suppliable(name: str) -> bool:
+            tool = self.spec.tool(name)
+            assert tool is not None
+            return all(kd in supplied for p, kd in ctx.io[name].inputs.items()
+                       if tool.param(p) is not None and tool.param(p).required)  # type: ignore[union-attr]
+
+        def include(name: str) -> None:
+            if name not in included:
+                included.append(name)
+                supplied.update(ctx.io[name].outputs)
+
+        def bfs(start: list[str]) -> None:
+            """K(C): breadth-first from ``start`` over the graph, ``cfg.expand_depth`` layers deep."""
+            queue = deque((s, 1) for s in sorted({s for t in start for s in ctx.graph.successors(t)} - set(included)))
+            deferred = 0
+            while queue and deferred <= len(queue):
+                name, depth = queue.popleft()
+                if name in included or name in failed:
+                    continue
+                if not suppliable(name):
+                    queue.append((name, depth))
+                    deferred += 1
+                    continue
+                deferred = 0
+                if ex.try_tool(name):
+                    include(name)
+                    if depth < self.cfg.expand_depth:
+                        queued = {q for q, _ in queue}
+                        queue.extend((s, depth + 1) for s in ctx.graph.successors(name)
+                                     if s not in included and s not in queued)
+                else:
+                    failed.add(name)
+
+        bfs(included)
+        target = min(self.config.min_tools, len(all_tools))
+        chains = 1
+        gate_open = True  # the gate is asked until it says stop (or the solver finds nothing executable)
+        while True:
+            rest = [t for t in all_tools if t not in included and t not in failed]
+            if not rest:
+                break
+            if gate_open and chains < self.cfg.max_chains:
+                g, best = self.solve(rest, ex)
+                c = complexity(ctx, included)
+                p = self.gate(len(rest), c, g, chains, len(included))
+                accepted = p >= self.cfg.tau and best is not None
+                self.record["gate"].append({"remaining": len(rest), "complexity": round(c, 3), "g": g, "p": p,
+                                            "accepted": accepted})
+                gate_open = accepted
+                if accepted:
+                    assert best is not None
+                    chains += 1
+                    new = [c.tool for c in best if c.tool not in included]
+                    for n in new:
+                        include(n)
+                    bfs(new)
+                    continue
+            if len(included) >= target:
+                break
+            # |H| < 20: a random auxiliary chain (a tool whose inputs are supplied, or a supplier plus it)
+            self.rng.shuffle(rest)
+            added = False
+            for name in rest:
+                if suppliable(name):
+                    if ex.try_tool(name):
+                        include(name)
+                        bfs([name])
+                        added = True
+                    else:
+                        failed.add(name)
+                    break
+            if not added:
+                break
+        self.record["chains"] = chains
+        self.record["exercisable_tools"] = len(included)
+        return included, ex.patch
+
+    def solve(self, rest: list[str], ex: _Exerciser) -> tuple[float, list[Call] | None]:
+        """g(D_n): the share of the solver's k chains over the unused tools that execute."""
+        k = max(1, self.cfg.best_of_k)
+        tools = [self.spec.tool(n) for n in rest[:30]]
+        tables = sorted({x for t in tools if t for x in _tables_of(t)})
+        msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
+                      rows=sample_rows(ex.world, tables, per_table=2), clock=self.spec.clock, k=k)
+        text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
+        blocks = [b for lang, b in fenced_blocks(text) if lang in ("python", "py", "")][:k]
+        ok, best = 0, None
+        for code in blocks:
+            try:
+                calls = parse_chain(code, self.spec, allowed=set(rest))
+            except ChainCodeError:
+                continue
+            scratch = World.from_snapshot(self.spec, ex.initial)
+            try:
+                run_chain(scratch, self.spec, calls)
+            except ChainError:
+                continue
+            finally:
+                scratch.close()
+            ok += 1
+            best = best or calls
+        return round(ok / k, 3), best
+
+    def gate(self, remaining: int, c: float, g: float, chains: int, included: int) -> float:
+        def check(obj: Any) -> list[str]:
+            p = obj.get("p")
+            if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
+                return ["'p' must be a number between 0 and 1"]
+            return []
+
+        msgs = render("gate", title=self.title, included=included, complexity=f"{c:.2f}", remaining=remaining,
+                      feasibility=f"{g:.2f}", k=self.cfg.best_of_k, chains=chains)
+        try:
+            return float(self.ask.json("gate", msgs, validate=check)["p"])
+        except LLMOutputError:
+            return 0.0
+
+    # --- 6. the user side ---------------------------------------------------------------------------
+    def write_user_side(self, withheld_n: int) -> tuple[str, dict[str, Any]]:
+        literals = [v for v in literal_values(self.chain) if not isinstance(v, bool) and _norm(v)]
+        known_ids = {str(v) for v in literals} | {str(r.get("id")) for rs in self.patch.values() for r in rs}
+        answers = "; ".join(f"{f['name']}: {f['value']}" for f in self.answer_facts) or "none"
+        rows = "\n".join(f"{t}: {jdump(r)}" for t in table_order(self.spec) for r in self.new_rows.get(t, []))
+
+        def check(obj: Any) -> list[str]:
+            problems = []
+            instr = obj.get("instruction")
+            prof = obj.get("user_profile")
+            if not isinstance(instr, str) or not instr.strip():
+                return ["'instruction' must be a non-empty string"]
+            if not isinstance(prof, dict) or not isinstance(prof.get("known", {}), dict) or not isinstance(
+                    prof.get("goals", []), list) or not prof.get("goals"):
+                return ["'user_profile' needs 'persona', 'known' (an object), 'withheld' (a list) and 'goals' (a list)"]
+            text = _norm(instr + " " + " ".join(map(str, prof.get("goals", []))) + " "
+                         + " ".join(map(str, prof.get("known", {}).values())))
+            missing = [v for v in literals if _norm(v) not in text]
+            if missing:
+                problems.append(f"the instruction or known facts must mention these values of the chain: {missing[:8]}")
+            invented = sorted({m for m in _ID_LIKE.findall(instr) if m not in known_ids})
+            if invented:
+                problems.append(f"the instruction mentions ids the chain does not use: {invented[:5]}")
+            return problems
+
+        msgs = render("instruction", title=self.title, chain=chain_to_python(self.chain), rows=rows or "(none)",
+                      answers=answers, withheld=withheld_n)
+        try:
+            obj = self.ask.json("instruction", msgs, validate=check)
+        except LLMOutputError as e:
+            raise TaskRejected("instruction_ungrounded", str(e)[:200]) from None
+        prof = obj["user_profile"]
+        known = {str(k): v for k, v in prof.get("known", {}).items()}
+        profile = {"persona": str(prof.get("persona") or ""), "known": known,
+                   "withheld": [w for w in prof.get("withheld", []) if w in known][:max(0, withheld_n)],
+                   "goals": [str(g) for g in prof.get("goals", [])]}
+        return obj["instruction"].strip(), profile
+
+    # --- the whole attempt ----------------------------------------------------------------------------
+    def run(self) -> Task:
+        level = self.rng.choices(list(LEVELS), [0.3, 0.45, 0.25])[0]
+        _, (d_lo, d_hi), withheld, _ = LEVELS[level]
+        density = self.rng.randint(max(1, d_lo), max(1, d_hi))
+        # unusable model output rejects the attempt; a failing endpoint (LLMError) stops the build
+        self.chain = self.write_chain(level)
+        initial = self.write_state(density)
+        self.add_answer_fact()
+        world, gold_keys, initial_hash, expected_hash = self.verify(initial)
+        tools, extra = self.expand(initial, gold_keys)
+        if extra:
+            world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
+        instruction, profile = self.write_user_side(withheld)
+        spec = self.spec
+        task = Task(
+            id=f"{spec.name}/{self.attempt:05d}", domain=spec.name, instruction=instruction, user_profile=profile,
+            initial_patch=self.patch, gold_chain=self.chain,
+            answer_facts=[AnswerFact(name=f["name"], value=f["value"]) for f in self.answer_facts], tools=tools,
+            difficulty={"level": level, "chain_length": len(self.chain),
+                        "sub_goals": sum(spec.tool(c.tool).kind == "write" for c in self.chain)  # type: ignore[union-attr]
+                        + len(self.answer_facts),
+                        "distractor_density": density, "withheld_facts": len(profile["withheld"]),
+                        "chains": self.record["chains"]},
+            verification={"backend": "llm",
+                          "distractors": {t: sorted(ids, key=str) for t, ids in sorted(self.distractor_ids.items())},
+                          "initial_hash": initial_hash, "expected_hash": expected_hash,
+                          "gold_keys": {t: len(k) for t, k in gold_keys.items()}, "synthesis": self.record},
+            attempt=self.attempt)
+        gates = run_gates(make_episode(spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
+        if not gates.passed:
+            raise TaskRejected("gate_" + gates.failures()[0])
+        task.verification["gates"] = gates.to_json()
+        return task
+
+    def add_answer_fact(self) -> None:
+        """If the chain ends with a read of one record or value, the user wants to learn it."""
+        last = self.spec.tool(self.chain[-1].tool)
+        if last is None or last.kind != "read" or last.returns.mode not in ("one", "scalar"):
+            return
+        scratch = World.from_snapshot(self.spec, self.world.snapshot())
+        try:
+            out = run_chain(scratch, self.spec, self.chain)[-1]
+        except ChainError:
+            return
+        finally:
+            scratch.close()
+        name, value = self.answer_of(last, out)
+        if name and value not in (None, "") and not isinstance(value, dict | list):
+            self.answer_facts.append({"name": name, "value": value})
+
+
+class _Exerciser:
+    """Executes candidate tools on the task's state; patches the state (LLM first) when they fail."""
+
+    def __init__(self, b: LLMTaskBuilder, initial: bytes, gold_keys: dict[str, list[Any]]):
+        self.b = b
+        self.spec = b.spec
+        self.initial = initial
+        self.world = World.from_snapshot(b.spec, initial)
+        self.patch: dict[str, list[dict[str, Any]]] = {}
+        self.gold_keys = gold_keys
+        self.taken: set[Any] = set()
+        self.budget = b.cfg.patch_budget
+
+    def _runs(self, tool: ToolSpec, args: dict[str, Any] | None) -> tuple[bool, str]:
+        if args is None:
+            return False, "no arguments satisfy its preconditions"
+        res = execute_tool(self.world, tool, args)
+        self.world.restore(self.initial)
+        return res.ok, "" if res.ok else f"{res.error}: {res.message}"
+
+    def try_tool(self, name: str) -> bool:
+        tool = self.spec.tool(name)
+        assert tool is not None
+        ok, _ = self._runs(tool, self.b.ctx.positive_args.get(name))
+        if ok:
+            return True
+        args = ArgSampler(self.world, self.b.rng).satisfying_args(tool, attempts=2)
+        ok, error = self._runs(tool, args)
+        if ok:
+            return True
+        return self.llm_patch(tool, args, error) or self.clone_patch(tool)
+
+    def _accept(self, rows: dict[str, list[dict[str, Any]]], tool: ToolSpec, args: dict[str, Any]) -> bool:
+        trial = World.from_snapshot(self.spec, self.initial)
+        try:
+            apply_patch(trial, rows)
+        except ScaleEnvError:
+            trial.close()
+            return False
+        snap = trial.snapshot()
+        ok = execute_tool(trial, tool, args).ok
+        trial.close()
+        if not ok or not self._gold_unchanged(snap):
+            return False
+        self.initial = snap
+        self.world.restore(snap)
+        for t, rs in rows.items():
+            self.patch.setdefault(t, []).extend(rs)
+        return True
+
+    def _gold_unchanged(self, snap: bytes) -> bool:
+        w = World.from_snapshot(self.spec, snap)
+        try:
+            run_chain(w, self.spec, self.b.chain)
+            return {t: sorted(ks, key=str) for t, ks in w.touched().items()} == self.gold_keys
+        except ChainError:
+            return False
+        finally:
+            w.close()
+
+    def llm_patch(self, tool: ToolSpec, args: dict[str, Any] | None, error: str) -> bool:
+        if self.budget <= 0:
+            return False
+        self.budget -= 1
+        b = self.b
+        tables = [t for t in _tables_of(tool) if self.spec.table(t)] or [t.name for t in self.spec.tables][:4]
+        contracts = {"preconditions": [{"sql": c.sql, "error": c.error} for c in tool.preconditions],
+                     "parameters": [f"{p.name}{'*' if p.required else ''}:{p.type}" for p in tool.parameters]}
+        msgs = render("patch", title=b.title, tool_name=tool.name, tool=tool_sig(tool) + "\n" + json.dumps(contracts),
+                      tables=tables_text(self.spec, tables), rows=sample_rows(self.world, tables, per_table=2),
+                      args=jdump(args or {}), error=error or "it failed",
+                      next_ids=next_ids_text(next_ids(self.world, tables, skip=500 + 10 * b.record["llm_patches"])),
+                      clock=self.spec.clock)
+
+        def shape(obj: Any) -> list[str]:
+            if not isinstance(obj.get("rows"), dict) or not isinstance(obj.get("args"), dict):
+                return ["reply with {\"rows\": {table: [rows]}, \"args\": {parameter: value}}"]
+            return []
+
+        try:
+            obj = b.ask.json("patch", msgs, validate=shape)
+        except LLMOutputError:
+            return False
+        rows = {t: [dict(r) for r in rs if isinstance(r, dict)] for t, rs in obj["rows"].items()
+                if self.spec.table(t) is not None and isinstance(rs, list)}
+        if self._accept(rows, tool, obj["args"]):
+            b.record["llm_patches"] += 1
+            return True
+        return False
+
+    def clone_patch(self, tool: ToolSpec) -> bool:
+        """Procedural fallback: a fresh clone of a row of the tool's focus table."""
+        focus = self.b.ctx.focus(tool)
+        if focus is None:
+            return False
+        table = self.spec.table(focus[1])
+        if table is None:
+            return False
+        n = self.world.count(table.name)
+        rng = self.b.rng
+        for _ in range(2 if n else 0):
+            cur = self.world.conn.execute(f'SELECT * FROM "{table.name}" LIMIT 1 OFFSET ?', (rng.randrange(n),))
+            names = [d[0] for d in cur.description]
+            base = dict(zip(names, cur.fetchone(), strict=True))
+            clone = fresh_unique(table, {**base, "id": next_id(self.world, table.name)}, rng, self.taken)
+            for c in table.columns:
+                if c.enum and c.name in ("status", "state"):
+                    clone[c.name] = c.enum[rng.randrange(len(c.enum))]
+            trial = World.from_snapshot(self.spec, self.initial)
+            try:
+                apply_patch(trial, {table.name: [clone]})
+            except ScaleEnvError:
+                trial.close()
+                continue
+            args = ArgSampler(trial, rng).satisfying_args(tool, attempts=2)
+            trial.close()
+            if args is not None and self._accept({table.name: [clone]}, tool, args):
+                self.b.record["procedural_patches"] += 1
+                return True
+        return False
+
+
+def generate_llm_task(ctx: DomainContext, ask: Any, seed: int, attempt: int, cfg: SynthConfig) -> Task:
+    """One LLM-built, verified task for ``attempt`` or TaskRejected (token use is charged to the task)."""
+    task_ask = ask.for_task(f"{ctx.spec.name}/{attempt:05d}")
+    return LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg).run()

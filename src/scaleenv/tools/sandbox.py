@@ -1,0 +1,495 @@
+"""A sandbox for generated tool code: a separate process with CPU, memory, file and time limits,
+no network, and nothing to reach but the world API.
+
+Layers, outermost first:
+
+1. **Process.** Each job runs in a child forked from a clean fork server (``forkserver``; ``spawn``
+   where that is missing). The parent waits at most ``wall_seconds`` and then kills it. Whatever
+   the child does (hang, exhaust memory, segfault, exit) the parent gets an outcome, never an
+   exception it did not ask for.
+2. **Resource limits** (``resource.setrlimit``): CPU seconds (SIGXCPU, then SIGKILL), address
+   space (allocations fail with MemoryError), file size 0 (writing any file fails), no core dumps,
+   no new processes (for non-root users).
+3. **No network**: the child moves into a fresh network namespace where it can (root on Linux;
+   best effort elsewhere), and an audit hook refuses every socket, subprocess, exec, fork, signal,
+   file write or delete, ctypes call and file read outside the Python installation.
+4. **Narrow API**: tool code itself runs with restricted builtins (no ``import``, no ``open``) over
+   :class:`scaleenv.tools.pyimpl.WorldAPI`; :func:`vet_python` and :func:`vet_sql` reject imports,
+   private names, schema changes, ``ATTACH`` and recursive queries before anything runs.
+
+:func:`test_tool_sandboxed` runs the procedural tester (and a tool's LLM-written test cases) for
+one tool inside this sandbox. A tool that is refused, times out or is killed gets an unexpected
+failure and is not admitted.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    import resource
+except ImportError:  # pragma: no cover - non-POSIX
+    resource = None  # type: ignore[assignment]
+
+
+@dataclass
+class SandboxLimits:
+    cpu_seconds: int = 5
+    wall_seconds: float = 15.0
+    memory_mb: int = 512
+
+
+@dataclass
+class SandboxOutcome:
+    """``error`` is None on success, else one of: timeout, cpu_limit, memory_limit, file_limit,
+    denied, exception, crashed, setup."""
+
+    ok: bool
+    value: Any = None
+    error: str | None = None
+    detail: str = ""
+    violations: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.ok:
+            return "ok"
+        return f"sandbox: {self.error}: {self.detail}".rstrip(": ")
+
+
+class SandboxViolation(PermissionError):
+    """An operation the sandbox refuses (network, processes, files)."""
+
+
+# --- the child side ------------------------------------------------------------------------
+
+_DENY_PREFIXES = ("socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork", "os.system",
+                  "os.kill", "os.killpg", "os.remove", "os.unlink", "os.rename", "os.rmdir", "os.mkdir", "os.chmod",
+                  "os.chown", "os.truncate", "os.link", "os.symlink", "os.utime", "os.chdir", "os.putenv",
+                  "os.unsetenv", "os.startfile", "shutil.", "ctypes.", "pty.",
+                  "sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+                  "builtins.input", "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.", "imaplib.",
+                  "nntplib.", "telnetlib.", "sqlite3.enable_load_extension", "sqlite3.load_extension",
+                  "tempfile.", "mmap.", "fcntl.", "msvcrt.", "winreg.",
+                  "_winapi.", "resource.setrlimit", "signal.")
+_DENY_MODULES = {"socket", "_socket", "subprocess", "ctypes", "_ctypes", "multiprocessing", "asyncio", "ssl",
+                 "urllib", "http", "requests", "httpx", "pty", "shutil", "signal", "threading", "_thread", "mmap",
+                 "select", "selectors", "pickle", "marshal", "importlib"}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_violations: list[str] = []
+
+
+def _readable(path: Any) -> bool:
+    if isinstance(path, int):
+        return False
+    p = os.path.realpath(os.fsdecode(path))
+    roots = {os.path.realpath(r) for r in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots |= {os.path.realpath(os.path.dirname(os.path.dirname(__file__)))}  # the scaleenv package
+    return any(p == r or p.startswith(r + os.sep) for r in roots)
+
+
+def _audit(event: str, args: tuple) -> None:
+    deny = None
+    if event == "open":
+        path, mode, flags = (list(args) + [None, None, None])[:3]
+        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & _WRITE_FLAGS)
+        if writing:
+            deny = f"writing files is not allowed ({path!r})"
+        elif not _readable(path):
+            deny = f"reading files is not allowed ({path!r})"
+    elif event == "import":
+        name = str(args[0]) if args else ""
+        if name.split(".")[0] in _DENY_MODULES:
+            deny = f"importing {name} is not allowed"
+    elif event == "sqlite3.connect":
+        db = args[0] if args else None
+        if db not in (":memory:", b":memory:", ""):
+            deny = f"opening database files is not allowed ({db!r})"
+    elif event.startswith(_DENY_PREFIXES):
+        deny = f"{event} is not allowed"
+    if deny is not None:
+        if len(_violations) < 50:
+            _violations.append(deny)
+        raise SandboxViolation(deny)
+
+
+def _no_network() -> bool:
+    """Move into an empty network namespace (Linux, with CAP_SYS_ADMIN). True if it worked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.unshare(0x40000000) == 0  # CLONE_NEWNET
+    except Exception:  # noqa: BLE001 - best effort; the audit hook still refuses sockets
+        return False
+
+
+def _vm_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def _confine(limits: SandboxLimits) -> None:
+    _no_network()
+    if resource is not None:
+        def lim(which: int, soft: int, hard: int | None = None) -> None:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (soft, soft if hard is None else hard))
+
+        lim(resource.RLIMIT_CORE, 0)
+        cpu = max(1, int(limits.cpu_seconds))
+        lim(resource.RLIMIT_CPU, cpu, cpu + 1)
+        if hasattr(resource, "RLIMIT_AS"):
+            lim(resource.RLIMIT_AS, _vm_bytes() + limits.memory_mb * 2**20)
+        lim(resource.RLIMIT_FSIZE, 0)
+        if hasattr(resource, "RLIMIT_NPROC") and os.geteuid() != 0:
+            lim(resource.RLIMIT_NPROC, 0)
+    sys.addaudithook(_audit)
+
+
+def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
+    try:
+        _confine(limits)
+    except BaseException as e:  # noqa: BLE001
+        conn.send(("setup", f"{type(e).__name__}: {e}", []))
+        return
+    try:
+        value = fn(*args)
+        msg: tuple = ("ok", value, list(_violations))
+    except SandboxViolation as e:
+        msg = ("denied", str(e), list(_violations))
+    except MemoryError:
+        msg = ("memory_limit", "the code allocated more memory than allowed", list(_violations))
+    except BaseException as e:  # noqa: BLE001 - report anything
+        msg = ("exception", f"{type(e).__name__}: {str(e)[:500]}", list(_violations))
+    try:
+        conn.send(msg)
+    except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value
+        conn.send(("exception", f"result could not be sent back: {type(e).__name__}: {e}", list(_violations)))
+
+
+# --- the parent side -----------------------------------------------------------------------
+
+_CTX: Any = None
+_CTX_LOCK = threading.Lock()
+_PRELOAD = ["scaleenv.tools.sandbox", "scaleenv.synth.testing", "scaleenv.tools.runtime", "scaleenv.world.world"]
+_MAIN_ENV = "SCALEENV_SANDBOX_MAIN"
+
+
+def _adopt_main() -> None:
+    """In the fork server only: import the program's main script once, as every child would otherwise
+    do again before running anything (multiprocessing's own ``__main__`` preload never fires: it
+    looks for a ``main_path`` key that the preparation data does not have), so that a sandbox run
+    costs a fork, not a re-import of the program."""
+    owner, _, path = os.environ.get(_MAIN_ENV, "").partition(":")
+    main = sys.modules.get("__main__")
+    if not path or getattr(main, "__file__", None) is not None or owner != str(os.getppid()):
+        return
+    if not os.path.isfile(path):
+        return
+    from multiprocessing import process, spawn
+
+    process.current_process()._inheriting = True  # an unguarded script must not start processes here
+    try:
+        spawn.import_main_path(path)
+    except BaseException:  # noqa: BLE001 - children then import it themselves, as usual
+        pass
+    finally:
+        process.current_process()._inheriting = False
+
+
+def _context() -> Any:
+    global _CTX
+    with _CTX_LOCK:
+        if _CTX is None:
+            methods = mp.get_all_start_methods()
+            if "forkserver" in methods:
+                main = sys.modules.get("__main__")
+                path = getattr(main, "__file__", None)
+                if path and getattr(getattr(main, "__spec__", None), "name", None) is None:
+                    os.environ[_MAIN_ENV] = f"{os.getpid()}:{os.path.abspath(path)}"
+                _CTX = mp.get_context("forkserver")
+                _CTX.set_forkserver_preload(_PRELOAD)
+            else:  # pragma: no cover - Windows
+                _CTX = mp.get_context("spawn")
+        return _CTX
+
+
+_SIGNALS = {getattr(signal, "SIGXCPU", -1): "cpu_limit", getattr(signal, "SIGXFSZ", -1): "file_limit",
+            signal.SIGSEGV: "crashed", signal.SIGABRT: "crashed"}
+
+
+def run_in_sandbox(fn: Any, args: tuple = (), limits: SandboxLimits | None = None) -> SandboxOutcome:
+    """Run ``fn(*args)`` (a picklable, module-level function) in a confined child process."""
+    limits = limits or SandboxLimits()
+    ctx = _context()
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, fn, args, limits), daemon=True)
+    try:
+        proc.start()
+    except Exception as e:  # noqa: BLE001 - e.g. no processes left
+        return SandboxOutcome(False, error="setup", detail=f"cannot start the sandbox: {type(e).__name__}: {e}")
+    finally:
+        send.close()
+    msg = None
+    timed_out = False
+    try:
+        if recv.poll(limits.wall_seconds):
+            msg = recv.recv()
+        else:
+            timed_out = True
+    except (EOFError, OSError):
+        msg = None
+    except Exception as e:  # noqa: BLE001 - an unpicklable result
+        msg = ("exception", f"result could not be read: {type(e).__name__}: {e}", [])
+    finally:
+        recv.close()
+    proc.join(0.5 if msg is not None else 0.05)
+    if proc.is_alive():
+        proc.kill()
+        proc.join(5)
+    code = proc.exitcode
+    with contextlib.suppress(ValueError):
+        proc.close()
+    if msg is not None:
+        kind, payload, violations = msg
+        if kind == "ok":
+            return SandboxOutcome(True, value=payload, violations=violations)
+        return SandboxOutcome(False, error=kind, detail=str(payload), violations=violations)
+    if timed_out:
+        return SandboxOutcome(False, error="timeout", detail=f"no result within {limits.wall_seconds:g} s (killed)")
+    if code is not None and code < 0:
+        kind = _SIGNALS.get(-code, "crashed")
+        what = {"cpu_limit": f"used more than {limits.cpu_seconds} s of CPU (killed)",
+                "file_limit": "tried to write a file (killed)"}.get(kind, f"killed by signal {-code}")
+        if -code == signal.SIGKILL:
+            kind, what = "memory_limit", "killed (SIGKILL), most likely for exhausting memory or CPU"
+        return SandboxOutcome(False, error=kind, detail=what)
+    return SandboxOutcome(False, error="crashed", detail=f"the sandbox exited with code {code} and no result")
+
+
+def _exec_source(source: str) -> Any:
+    """Run arbitrary Python with full builtins (only for testing the confinement itself)."""
+    env: dict[str, Any] = {"__name__": "__sandbox__"}
+    exec(compile(source, "<sandbox>", "exec"), env)  # noqa: S102 - this *is* the sandbox
+    return env.get("result")
+
+
+def run_source_in_sandbox(source: str, limits: SandboxLimits | None = None) -> SandboxOutcome:
+    """Execute ``source`` (which may set ``result``) in the sandbox; used to test the confinement."""
+    return run_in_sandbox(_exec_source, (source,), limits)
+
+
+# --- static vetting ------------------------------------------------------------------------
+
+_FORBIDDEN_NAMES = {"open", "exec", "eval", "compile", "__import__", "globals", "locals", "vars", "getattr",
+                    "setattr", "delattr", "input", "breakpoint", "memoryview", "help", "exit", "quit", "type",
+                    "object", "super", "classmethod", "staticmethod", "property"}
+
+
+def vet_python(source: str) -> list[str]:
+    """Problems that keep tool code from running at all: imports, forbidden names, private names,
+    no ``run(db, args)``, an unconditional infinite loop."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        return [f"does not compile: {e.msg} (line {e.lineno})"]
+    problems: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
+            problems.append(f"line {node.lineno}: imports are not allowed ({', '.join(names)}); "
+                            "use only db.query/db.query_one/db.execute/db.fail")
+        elif isinstance(node, ast.Name) and node.id in _FORBIDDEN_NAMES:
+            problems.append(f"line {node.lineno}: {node.id} is not available to tool code")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            problems.append(f"line {node.lineno}: private attribute {node.attr} is not allowed")
+        elif isinstance(node, ast.Name) and node.id.startswith("__"):
+            problems.append(f"line {node.lineno}: name {node.id} is not allowed")
+        elif isinstance(node, ast.While) and isinstance(node.test, ast.Constant) and node.test.value and not any(
+                isinstance(n, ast.Break | ast.Return) for n in ast.walk(node)):
+            problems.append(f"line {node.lineno}: an unconditional loop with no break never ends")
+        elif isinstance(node, ast.Global | ast.Nonlocal | ast.AsyncFunctionDef | ast.ClassDef | ast.Await):
+            problems.append(f"line {node.lineno}: {type(node).__name__} is not allowed in tool code")
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "run" and len(n.args.args) == 2 for n in tree.body):
+        problems.append("must define a top-level function run(db, args)")
+    return sorted(set(problems), key=problems.index)
+
+
+_SQL_DENY = {
+    sqlite3.SQLITE_ATTACH: "ATTACH", sqlite3.SQLITE_DETACH: "DETACH", sqlite3.SQLITE_PRAGMA: "PRAGMA",
+    sqlite3.SQLITE_TRANSACTION: "transactions", sqlite3.SQLITE_SAVEPOINT: "savepoints",
+    sqlite3.SQLITE_CREATE_TABLE: "CREATE TABLE", sqlite3.SQLITE_DROP_TABLE: "DROP TABLE",
+    sqlite3.SQLITE_CREATE_INDEX: "CREATE INDEX", sqlite3.SQLITE_DROP_INDEX: "DROP INDEX",
+    sqlite3.SQLITE_CREATE_TRIGGER: "CREATE TRIGGER", sqlite3.SQLITE_DROP_TRIGGER: "DROP TRIGGER",
+    sqlite3.SQLITE_CREATE_VIEW: "CREATE VIEW", sqlite3.SQLITE_DROP_VIEW: "DROP VIEW",
+    sqlite3.SQLITE_ALTER_TABLE: "ALTER TABLE", sqlite3.SQLITE_CREATE_TEMP_TABLE: "CREATE TEMP TABLE",
+    sqlite3.SQLITE_CREATE_TEMP_VIEW: "CREATE TEMP VIEW", sqlite3.SQLITE_CREATE_TEMP_TRIGGER: "CREATE TEMP TRIGGER",
+    sqlite3.SQLITE_CREATE_VTABLE: "virtual tables", sqlite3.SQLITE_REINDEX: "REINDEX",
+    sqlite3.SQLITE_ANALYZE: "ANALYZE", getattr(sqlite3, "SQLITE_RECURSIVE", 33): "recursive queries",
+}
+_SQL_DENY_FUNCTIONS = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer", "zipfile",
+                       "sqlite_compileoption_get", "randomblob", "zeroblob", "random"}
+
+
+def vet_sql(conn: sqlite3.Connection, sql: str) -> list[str]:
+    """Problems of one SQL snippet of generated code, found by preparing it under a strict
+    authorizer: no schema changes, transactions, ATTACH, PRAGMA, recursion or file functions, and no
+    nondeterministic functions (``random()`` would make verification unrepeatable)."""
+    from scaleenv.spec.sqlinfo import sql_params, strict_identifiers
+
+    refused: list[str] = []
+
+    def auth(action: int, a1: Any, a2: Any, db: Any, inner: Any) -> int:
+        # ``inner`` names the trigger or view (or CTE) the action comes from: the world's own change-log
+        # triggers may touch internal tables, but nothing anywhere may do what the deny list names
+        if action in _SQL_DENY:
+            refused.append(_SQL_DENY[action])
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION and str(a2 or "").lower() in _SQL_DENY_FUNCTIONS:
+            refused.append(f"function {a2}()")
+            return sqlite3.SQLITE_DENY
+        ours = isinstance(inner, str) and inner.startswith("_log_")  # the world's change-log triggers
+        if not ours and isinstance(a1, str) and a1.startswith(("_", "sqlite_")) and action != sqlite3.SQLITE_FUNCTION:
+            refused.append(f"internal table {a1}")
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    conn.set_authorizer(auth)
+    try:
+        conn.execute("EXPLAIN " + strict_identifiers(sql), {p: None for p in sql_params(sql)}).fetchall()
+    except sqlite3.Error as e:
+        if refused:
+            return [f"not allowed in tool SQL: {', '.join(sorted(set(refused)))}"]
+        return [f"SQL does not prepare: {e}"]
+    finally:
+        conn.set_authorizer(None)
+    if refused:
+        return [f"not allowed in tool SQL: {', '.join(sorted(set(refused)))}"]
+    return []
+
+
+def vet_tool(spec: Any, tool: Any) -> list[str]:
+    """Static problems of a generated tool's code (SQL and Python), as ``path: reason`` strings."""
+    from scaleenv.spec.validate import tool_sql
+    from scaleenv.world.world import World
+
+    problems: list[str] = []
+    conn = World(spec.model_copy(update={"tools": []})).conn
+    try:
+        for path, sql in tool_sql(tool):
+            problems += [f"{path}: {p}" for p in vet_sql(conn, sql)]
+    finally:
+        conn.close()
+    if tool.implementation.kind == "python":
+        problems += [f"implementation.source: {p}" for p in vet_python(tool.implementation.source or "")]
+    return problems
+
+
+# --- sandboxed procedural testing ----------------------------------------------------------
+
+
+def _test_tool_job(spec_json: str, fixture: bytes, seed: int, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Inside the sandbox: the procedural tests of the spec's only tool, then its LLM test cases."""
+    import random
+
+    from scaleenv.spec.models import DomainSpec
+    from scaleenv.synth.testing import test_tool
+    from scaleenv.world.world import World
+
+    spec = DomainSpec.model_validate_json(spec_json)
+    tool = spec.tools[0]
+    world = World.from_snapshot(spec, fixture)
+    report = test_tool(world, tool, random.Random(f"test:{seed}:{tool.name}"))
+    return {"report": report, "cases": run_cases(world, tool, fixture, cases)}
+
+
+def run_cases(world: Any, tool: Any, fixture: bytes, cases: list[dict[str, Any]]) -> list[Any]:
+    """Classify LLM-written test cases like the procedural tester: a positive case must succeed (a
+    write must change the world, a read must not); a negative case must fail with its declared
+    error and leave the world unchanged."""
+    from scaleenv.synth.testing import ANTICIPATED, SUCCESS, UNEXPECTED, TestResult
+    from scaleenv.tools.runtime import execute_tool
+
+    out: list[TestResult] = []
+    for case in cases:
+        world.restore(fixture)
+        before = world.state_hash()
+        args = case.get("args") or {}
+        kind = "llm_negative" if case.get("kind") == "negative" else "llm_positive"
+        res = execute_tool(world, tool, args)
+        changed = world.state_hash() != before
+        if kind == "llm_positive":
+            if not res.ok:
+                verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: failed: {res.error}: {res.message}"
+            elif tool.kind == "write" and not changed:
+                verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: succeeded but changed nothing"
+            elif tool.kind == "read" and changed:
+                verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: a read tool changed the world"
+            else:
+                verdict, reason = SUCCESS, ""
+            out.append(TestResult(tool.name, kind, args, verdict, None, reason))
+            continue
+        expected = case.get("error")
+        if res.ok:
+            verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: succeeded but should fail with {expected}"
+        elif expected and res.error != expected:
+            verdict, reason = UNEXPECTED, (f"{case.get('name', 'case')}: expected error {expected}, "
+                                           f"got {res.error}: {res.message}")
+        elif changed:
+            verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: the rejected call changed the world"
+        else:
+            verdict, reason = ANTICIPATED, ""
+        out.append(TestResult(tool.name, kind, args, verdict, expected, reason))
+    world.restore(fixture)
+    return out
+
+
+def test_tool_sandboxed(spec: Any, tool: Any, fixture: bytes, seed: int = 0,
+                        cases: list[dict[str, Any]] | None = None,
+                        limits: SandboxLimits | None = None) -> tuple[Any, list[Any], SandboxOutcome]:
+    """(ToolReport, case results, outcome) for ``tool`` tested on ``fixture`` in the sandbox.
+
+    A tool that breaks the sandbox's rules gets a report with one unexpected failure saying why.
+    """
+    from scaleenv.synth.testing import UNEXPECTED, TestResult, ToolReport
+
+    one = spec.model_copy(update={"tools": [tool]})
+    outcome = run_in_sandbox(_test_tool_job, (one.model_dump_json(), fixture, seed, list(cases or [])), limits)
+    if outcome.ok and not outcome.violations:
+        return outcome.value["report"], outcome.value["cases"], outcome
+    if outcome.ok:  # the tests ran, but the code tried something forbidden (and swallowed the error)
+        outcome = SandboxOutcome(False, error="denied", detail="; ".join(outcome.violations[:3]),
+                                 violations=outcome.violations)
+    report = ToolReport(tool.name, admitted=False)
+    report.tests.append(TestResult(tool.name, "sandbox", {}, UNEXPECTED, reason=stable_reason(outcome)))
+    return report, [], outcome
+
+
+def stable_reason(outcome: SandboxOutcome) -> str:
+    """Why the sandbox stopped a tool, in words that do not depend on timing (which of the CPU and
+    wall-clock limits fires first does), so reports stay byte-identical across runs."""
+    if outcome.error in ("timeout", "cpu_limit"):
+        return "sandbox: killed for exceeding its time limit (it hangs or loops)"
+    if outcome.error == "memory_limit":
+        return "sandbox: stopped for exceeding its memory limit"
+    return outcome.describe()
+
+
+test_tool_sandboxed.__test__ = False  # type: ignore[attr-defined] - not a pytest test
+
+_adopt_main()  # last: the main script may import names from this module

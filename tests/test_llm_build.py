@@ -1,0 +1,139 @@
+"""End to end through the command line and the real openai SDK: `scaleenv build --llm` against a
+local chat-completions server that replays the scripted pet-care answers (with one HTTP 500 to
+retry). The domain passes procedural testing, its tasks pass every gate, `scaleenv check` accepts
+the universe, `inspect` shows the token accounting, and a rerun with a warm cache asks nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fake_openai import FakeOpenAI
+from llm_fixture import CHAINS, DROPPED, TOOLS, PetCareScript, role_of
+from scaleenv.cli import app
+from scaleenv.tasks.model import Task
+
+runner = CliRunner()
+LLM_CONFIG = {"backoff": 0.01, "concurrency": 2,
+              "synth": {"debug_rounds": 1, "best_of_k": 3,
+                        "sandbox": {"cpu_seconds": 1, "wall_seconds": 1.5, "memory_mb": 256}}}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAI(PetCareScript()) as srv:
+        srv.failures = [500]  # the very first request fails once; the client retries
+        yield srv
+
+
+def _build(srv: FakeOpenAI, root: Path, out: str, *extra: str):
+    cfg = root / "llm.json"
+    cfg.write_text(json.dumps(LLM_CONFIG))
+    return runner.invoke(app, ["build", "--llm", "scripted-model", "--base-url", srv.url, "--api-key-env",
+                               "SCALEENV_TEST_KEY", "--domain", "pet care", "--tasks-per-domain", "2", "--out",
+                               str(root / out), "--llm-cache", str(root / "cache"), "--llm-config", str(cfg),
+                               "--quiet", *extra])
+
+
+@pytest.fixture(scope="module")
+def built(server, tmp_path_factory):
+    root = tmp_path_factory.mktemp("llm")
+    res = _build(server, root, "u1")
+    assert res.exit_code == 0, res.output
+    return root, root / "u1", server.count()
+
+
+def _json(path: Path):
+    return json.loads(path.read_text())
+
+
+def test_domain_passes_procedural_testing(built):
+    _, u, _ = built
+    d = u / "domains" / "pet_care"
+    assert _json(u / "universe.json")["backend"] == "llm"
+    tests = _json(d / "tests.json")
+    assert tests["tools"] == len(TOOLS) and set(tests["rejected"]) == DROPPED
+    assert tests["admitted"] == len(TOOLS) - len(DROPPED)
+    for r in tests["reports"]:
+        assert r["admitted"] == (r["counts"]["unexpected_failure"] == 0), r["tool"]
+    spec = _json(d / "spec.json")
+    assert len(spec["tools"]) == tests["admitted"] and spec["meta"]["backend"] == "llm"
+    assert sorted(spec["meta"]["dropped_tools"]) == sorted(DROPPED)
+    llm = tests["llm"]
+    assert llm["rounds"]["update_pet_weight"] == 2  # the debug loop fixed it
+    reasons = {d["tool"]: " ".join(d["reason"]) for d in llm["dropped"]}
+    assert "no such column: owner_ref" in reasons["merge_owners"]
+    assert "imports are not allowed (socket)" in reasons["export_records"]
+    assert "sandbox" in reasons["recompute_balances"]  # killed for hanging
+    graph = _json(d / "graph.json")
+    sources = {e["source"] for e in graph["edges"]}
+    assert sources == {"computed", "llm"} and llm["edges_by_source"]["llm"] == llm["dependency"]["edges_added"]
+
+
+def test_tasks_pass_every_gate_and_check_accepts_the_universe(built):
+    _, u, _ = built
+    tasks = [Task.model_validate_json(line) for line in (u / "tasks" / "pet_care.jsonl").read_text().splitlines()]
+    assert len(tasks) == 2
+    for t in tasks:
+        assert t.verification["gates"] == {"gold": 1.0, "noop": 0.0, "random": 0.0, "hack": 0.0}
+        assert t.verification["backend"] == "llm" and len(t.tools) >= len(t.gold_chain)
+        chain = CHAINS[t.attempt % len(CHAINS)]
+        assert [c.tool for c in t.gold_chain] == [line.split("=", 1)[1].split("(")[0].strip()
+                                                  for line in chain.splitlines()]
+    synth = [t.verification["synthesis"] for t in tasks]
+    assert any(s["gate"] for s in synth) and any(g["accepted"] for s in synth for g in s["gate"])
+    assert any(s["state_rounds"] == 2 for s in synth)  # the invoice chain's rows were repaired
+    assert sum(s["llm_patches"] for s in synth) >= 1  # the patch agent made check-in executable
+    res = runner.invoke(app, ["check", str(u), "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output) == {"tasks": 2, "gold_pass": 2, "noop_zero": 2, "random_zero": 2, "hack_zero": 2,
+                                      "failures": []}
+    res = runner.invoke(app, ["validate", str(u)])
+    assert res.exit_code == 0 and "1 domains, 2 tasks" in res.output
+
+
+def test_token_accounting_is_kept_and_shown(built, server):
+    _, u, _ = built
+    tok = _json(u / "domains" / "pet_care" / "tokens.json")
+    assert tok["model"] == "scripted-model" and tok["tasks"] == 2
+    assert tok["total"]["total_tokens"] == tok["phase1"]["total_tokens"] + tok["phase2"]["total_tokens"] > 0
+    assert {"tool_schema", "database", "code", "test", "debug", "dependency", "chain", "state", "gate", "solver",
+            "instruction"} <= set(tok["by_role"])
+    assert tok["per_task"] == round(tok["phase2"]["total_tokens"] / 2)
+    assert set(tok["by_task"]) >= {"pet_care/00000", "pet_care/00001"}
+    res = runner.invoke(app, ["inspect", str(u), "--json"])
+    assert res.exit_code == 0, res.output
+    counts = json.loads(res.output)
+    assert counts["per_domain"][0]["tokens"]["total"] == tok["total"]
+    assert counts["tokens"]["total_tokens"] == tok["total"]["total_tokens"]
+    run = [json.loads(line) for line in (u / "domains" / "pet_care" / "llm_runs.jsonl").read_text().splitlines()]
+    assert run[0]["retries"] >= 1 and run[0]["requests"] == run[0]["fresh"]["calls"] + run[0]["retries"]
+    # the repair prompts went over the wire like everything else
+    roles = [role_of(r["messages"]) for r in server.requests if len(r["messages"]) > 2]
+    assert {"tool_schema", "database", "state", "instruction"} <= set(roles)
+
+
+def test_rerun_with_a_warm_cache_makes_zero_requests(built, server):
+    root, u1, before = built
+    res = _build(server, root, "u2")
+    assert res.exit_code == 0, res.output
+    assert server.count() == before
+    u2 = root / "u2"
+    for rel in ("domains/pet_care/spec.json", "domains/pet_care/tests.json", "domains/pet_care/graph.json",
+                "domains/pet_care/base.sqlite", "domains/pet_care/tokens.json", "tasks/pet_care.jsonl"):
+        assert (u1 / rel).read_bytes() == (u2 / rel).read_bytes(), rel
+    run = json.loads((u2 / "domains" / "pet_care" / "llm_runs.jsonl").read_text().splitlines()[-1])
+    assert run["requests"] == 0 and run["fresh"]["total_tokens"] == 0 and run["cache_hits"] > 0
+
+
+def test_resume_of_a_finished_build_asks_nothing(built, server):
+    root, u1, _ = built
+    before = server.count()
+    res = _build(server, root, "u1", "--resume")
+    assert res.exit_code == 0, res.output
+    assert server.count() == before
+    run = json.loads((u1 / "domains" / "pet_care" / "llm_runs.jsonl").read_text().splitlines()[-1])
+    assert run["skipped"] == ["phase1", "phase2"] and run["requests"] == 0
