@@ -47,3 +47,24 @@ def test_keyed_diff_after_many_resets_does_not_crash():
         other.conn.execute("UPDATE books SET stock = ? WHERE id = 'B001'", (i + 10,))
         changes = w.diff(other, {"books": ["B001", "B002"], "orders": ["O001"]})
         assert [c.key for c in changes] == ["B001"]
+
+
+def test_validation_rejects_escapes_and_internal_tables():
+    import pytest
+
+    cases = {
+        "ATTACH DATABASE '/tmp/x.db' AS x": "attach",
+        "PRAGMA foreign_keys = OFF": "pragma",
+        "DELETE FROM _changes": "internal table _changes",
+        "DROP TABLE books": "drop table",
+        "UPDATE _meta SET value = 'x'": "internal table _meta",
+    }
+    for stmt, needle in cases.items():
+        data = copy.deepcopy(SPEC)
+        tool = next(t for t in data["tools"] if t["name"] == "refund_payment")
+        tool["effects"] = [stmt, *tool["effects"]]
+        problems = spec_problems(DomainSpec.model_validate(data))
+        hits = [r for p, r in problems if p.endswith("effects[0]")]
+        if not hits:
+            pytest.fail(f"{stmt!r} was not rejected: {problems}")
+        assert needle in hits[0], (stmt, hits)

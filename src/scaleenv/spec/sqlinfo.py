@@ -25,6 +25,7 @@ class SqlInfo:
     writes: set[tuple[str, str]] = field(default_factory=set)
     inserts: set[str] = field(default_factory=set)
     deletes: set[str] = field(default_factory=set)
+    forbidden: set[str] = field(default_factory=set)
 
     @property
     def tables_read(self) -> set[str]:
@@ -92,12 +93,37 @@ def strict_identifiers(sql: str) -> str:
     return "".join(out)
 
 
+_FORBIDDEN = {
+    getattr(sqlite3, name): name.removeprefix("SQLITE_").lower().replace("_", " ")
+    for name in (
+        "SQLITE_ATTACH", "SQLITE_DETACH", "SQLITE_PRAGMA", "SQLITE_TRANSACTION", "SQLITE_SAVEPOINT",
+        "SQLITE_CREATE_TABLE", "SQLITE_CREATE_INDEX", "SQLITE_CREATE_TRIGGER", "SQLITE_CREATE_VIEW",
+        "SQLITE_CREATE_TEMP_TABLE", "SQLITE_CREATE_TEMP_INDEX", "SQLITE_CREATE_TEMP_TRIGGER",
+        "SQLITE_CREATE_TEMP_VIEW", "SQLITE_CREATE_VTABLE", "SQLITE_DROP_TABLE", "SQLITE_DROP_INDEX",
+        "SQLITE_DROP_TRIGGER", "SQLITE_DROP_VIEW", "SQLITE_DROP_TEMP_TABLE", "SQLITE_DROP_TEMP_INDEX",
+        "SQLITE_DROP_TEMP_TRIGGER", "SQLITE_DROP_TEMP_VIEW", "SQLITE_DROP_VTABLE", "SQLITE_ALTER_TABLE",
+        "SQLITE_REINDEX", "SQLITE_ANALYZE",
+    )
+    if hasattr(sqlite3, name)
+}
+"""Statements a tool's SQL may never contain: they escape the world, its transaction or its schema."""
+
+
 def analyze_sql(conn: sqlite3.Connection, sql: str) -> SqlInfo:
     """Prepare ``sql`` on ``conn`` and report what it touches. Raises sqlite3.Error if it doesn't prepare."""
     info = SqlInfo()
 
     def auth(action: int, a1, a2, db, trigger) -> int:  # noqa: ANN001
-        if trigger is not None or (a1 or "").startswith(("_", "sqlite_")):
+        if trigger is not None:
+            return sqlite3.SQLITE_OK
+        if action in _FORBIDDEN:
+            info.forbidden.add(_FORBIDDEN[action])
+            return sqlite3.SQLITE_OK
+        if (a1 or "").startswith("_") and action in (sqlite3.SQLITE_READ, sqlite3.SQLITE_UPDATE,
+                                                     sqlite3.SQLITE_INSERT, sqlite3.SQLITE_DELETE):
+            info.forbidden.add(f"access to internal table {a1}")
+            return sqlite3.SQLITE_OK
+        if (a1 or "").startswith("sqlite_"):
             return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_READ:
             info.reads.add((a1, a2))

@@ -128,6 +128,8 @@ def _check_tool(spec: DomainSpec, tool: ToolSpec, path: str, conn: sqlite3.Conne
             problems.append((f"{path}.{spath}", f"SQL does not prepare: {e}"))
             continue
         infos[spath] = info
+        if info.forbidden:
+            problems.append((f"{path}.{spath}", f"not allowed in tool SQL: {', '.join(sorted(info.forbidden))}"))
         foreign = sorted({t for t in info.tables_read if spec.table(t) is None})
         if foreign:
             problems.append((f"{path}.{spath}", f"reads {', '.join(foreign)}, which is not a table of the schema "
