@@ -340,6 +340,63 @@ def bench(
     Console().print(table)
 
 
+@app.command()
+def serve(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    task: str = typer.Option(..., "--task", help="The task to serve (an id from `scaleenv inspect DIR --json`)."),
+    transport: str = typer.Option("stdio", "--transport", help="stdio, or http (streamable HTTP at /mcp)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (http)."),
+    port: int = typer.Option(8000, "--port", help="Port to listen on (http)."),
+    mode: str = typer.Option("conversational", "--mode", help="conversational (scripted user replies) or solo."),
+) -> None:
+    """Serve a task's tools (plus send_message_to_user and evaluate) as an MCP server."""
+    import importlib.util
+
+    from scaleenv.errors import ScaleEnvError
+
+    if transport not in ("stdio", "http"):
+        fail(f"unknown --transport {transport!r}; use stdio or http")
+    if mode not in ("conversational", "solo"):
+        fail(f"unknown --mode {mode!r}; use conversational or solo")
+    if not 0 < port < 65536:
+        fail(f"--port must be between 1 and 65535, got {port}")
+    if not path.is_dir():
+        fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
+    if importlib.util.find_spec("mcp") is None:
+        fail("serve needs the MCP SDK: pip install 'scaleenv[mcp]'")
+    from scaleenv.integrations.mcp_server import serve as serve_mcp
+
+    try:
+        serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode)
+    except ScaleEnvError as e:
+        fail(str(e))
+
+
+@app.command()
+def export(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    fmt: str = typer.Option(..., "--format", help="verl, trl, skyrl, verifiers, jsonl or tau2."),
+    out: Path = typer.Option(..., "--out", help="Output file (.parquet / .jsonl; tau2: .json or a directory)."),
+    mode: str = typer.Option("conversational", "--mode", help="conversational (user as a tool) or solo prompts."),
+    domain: list[str] = typer.Option([], "--domain", help="Only this domain (repeatable)."),
+) -> None:
+    """Write a universe's tasks as dataset rows for a trainer (or tau2-bench task files)."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.integrations.export import FORMATS
+
+    if fmt not in FORMATS:
+        fail(f"unknown --format {fmt!r}; use one of {', '.join(FORMATS)}")
+    if not path.is_dir():
+        fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
+    from scaleenv.integrations.export import export_universe
+
+    try:
+        summary = export_universe(path, fmt, out, mode=mode, domains=domain)
+    except ScaleEnvError as e:
+        fail(str(e))
+    typer.echo(f"exported {summary['tasks']} tasks as {fmt}: {summary['out']}")
+
+
 def main() -> None:
     """Console entry point."""
     try:

@@ -1,0 +1,221 @@
+"""``scaleenv serve``: a task's tools as an MCP server, through the official ``mcp`` SDK (``[mcp]``).
+
+    tools       every tool of the task, with the domain's JSON Schema as ``inputSchema`` and
+                ``readOnlyHint`` from the tool's kind; ``send_message_to_user`` (the simulated user);
+                ``evaluate`` (the reward of the world as it is now: score, success, components, diff)
+    resources   ``scaleenv://task/system_prompt`` and ``scaleenv://task/request`` (what the agent is
+                told), ``scaleenv://task/reward`` (the same JSON as ``evaluate``)
+
+Every client session gets its own world: over stdio one process serves one client; over streamable
+HTTP worlds are keyed by the ``Mcp-Session-Id`` of the session (the server advertises only the
+handshake protocol versions on ``server/discover``, so clients open sessions). Requests that carry no
+session (sessionless 2026-07-28 requests) share one default world. Tool failures (unknown tool, bad
+arguments, violated preconditions) are ``isError`` results with the runtime's JSON error, never
+protocol errors.
+
+Built on the low-level ``Server`` so that it works on mcp 2.0 to 2.3.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scaleenv.integrations.session import (
+    EVALUATE_TOOL,
+    RESERVED_NAMES,
+    USER_TOOL,
+    USER_TOOL_SCHEMA,
+    IntegrationError,
+    Session,
+    TaskSource,
+    task_source,
+)
+from scaleenv.tasks.model import Task
+
+TRANSPORTS = ("stdio", "http")
+RESOURCE_PREFIX = "scaleenv://task/"
+
+
+def _mcp() -> tuple[Any, Any]:
+    try:
+        import mcp_types as types
+        from mcp.server.lowlevel import Server
+    except ImportError:  # pragma: no cover - depends on the installed extra
+        try:
+            from mcp import types  # mcp < 2
+            from mcp.server.lowlevel import Server
+        except ImportError:
+            raise IntegrationError("the MCP server needs the mcp SDK: pip install 'scaleenv[mcp]'") from None
+    return types, Server
+
+
+def _session_key(ctx: Any) -> str | None:
+    """The MCP session a request belongs to (``None``: stdio, or a request without a session)."""
+    conn = getattr(getattr(ctx, "session", None), "_connection", None)
+    sid = getattr(conn, "session_id", None)
+    if isinstance(sid, str) and sid:
+        return sid
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
+    if headers is not None:
+        sid = headers.get("mcp-session-id")
+        if sid:
+            return str(sid)
+    return None
+
+
+class SessionWorlds:
+    """One :class:`Session` (private world) per MCP session, least recently used first out."""
+
+    def __init__(self, factory: Callable[[], Session], max_sessions: int = 256):
+        self.factory = factory
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str | None, Session] = OrderedDict()
+
+    def get(self, key: str | None) -> Session:
+        s = self._sessions.get(key)
+        if s is None:
+            s = self._sessions[key] = self.factory()
+            while len(self._sessions) > self.max_sessions:
+                _, old = self._sessions.popitem(last=False)
+                old.close()
+        else:
+            self._sessions.move_to_end(key)
+        return s
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+
+def tool_list(session: Session, types: Any) -> list[Any]:
+    """The MCP tools of a session: the domain's tools, the user tool and ``evaluate``."""
+    tools = []
+    for schema in session.tool_schemas(user_tool=False):
+        fn = schema["function"]
+        kind = session.tool_kind(fn["name"])
+        tools.append(types.Tool(
+            name=fn["name"], description=fn["description"], input_schema=fn["parameters"],
+            annotations=types.ToolAnnotations(read_only_hint=kind == "read", destructive_hint=False if kind == "read"
+                                              else None, open_world_hint=False)))
+    user = USER_TOOL_SCHEMA["function"]
+    tools.append(types.Tool(name=USER_TOOL, description=user["description"], input_schema=user["parameters"],
+                            annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                              open_world_hint=True)))
+    tools.append(types.Tool(
+        name=EVALUATE_TOOL,
+        description="Score the world as it is now against the task's goal: returns JSON with score (0..1), "
+                    "success, components and a diff that explains every mismatch. Call it when you are done.",
+        input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+        annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)))
+    return tools
+
+
+def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scripted",
+                     mode: str = "conversational", name: str = "scaleenv", max_sessions: int = 256,
+                     prefer_sessions: bool = False) -> Any:
+    """A low-level MCP ``Server`` for one task; each client session gets a fresh episode.
+
+    ``prefer_sessions`` (for streamable HTTP) answers ``server/discover`` with the handshake protocol
+    versions only, so that clients fall back to the initialize handshake and get an ``Mcp-Session-Id``.
+    """
+    types, Server = _mcp()
+    clash = sorted(RESERVED_NAMES & set(task.tools))
+    if clash:
+        raise IntegrationError(f"task {task.id}: tool name {clash[0]!r} is reserved by the MCP server")
+    worlds = SessionWorlds(lambda: Session(source, task, user=user, mode=mode), max_sessions)
+    probe = Session(source, task, user=user, mode=mode)
+    tools = tool_list(probe, types)
+    prompt, request = probe.system_prompt(), probe.opening
+    probe.close()
+
+    def text(s: str, error: bool = False, structured: dict[str, Any] | None = None) -> Any:
+        kw: dict[str, Any] = {"structured_content": structured} if structured is not None else {}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=s)], is_error=error, **kw)
+
+    async def on_list_tools(ctx: Any, params: Any) -> Any:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(ctx: Any, params: Any) -> Any:
+        session = worlds.get(_session_key(ctx))
+        args = params.arguments
+        if params.name == EVALUATE_TOOL:
+            if args:
+                return text(f'{{"error": "invalid_arguments", "message": "{EVALUATE_TOOL} takes no arguments"}}', True)
+            return text(session.reward_text(), structured=session.reward_json())
+        res = session.call(params.name, args if args is not None else {})
+        return text(res.output, not res.ok)
+
+    resources = {
+        "system_prompt": ("The agent's system prompt for this task.", lambda s: prompt),
+        "request": ("The user's opening request.", lambda s: request),
+        "reward": ("The reward of this session's world now (JSON, as the evaluate tool).", lambda s: s.reward_text()),
+    }
+
+    async def on_list_resources(ctx: Any, params: Any) -> Any:
+        return types.ListResourcesResult(resources=[
+            types.Resource(uri=RESOURCE_PREFIX + k, name=k, description=d,
+                           mime_type="application/json" if k == "reward" else "text/plain")
+            for k, (d, _) in resources.items()])
+
+    async def on_read_resource(ctx: Any, params: Any) -> Any:
+        uri = str(params.uri)
+        key = uri[len(RESOURCE_PREFIX):] if uri.startswith(RESOURCE_PREFIX) else None
+        if key not in resources:
+            from mcp.shared.exceptions import MCPError
+
+            raise MCPError(code=-32602, message=f"unknown resource {uri!r}; see resources/list")
+        body = resources[key][1](worlds.get(_session_key(ctx)))
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=uri, text=body, mime_type="application/json" if key == "reward" else "text/plain")])
+
+    server = Server(name, instructions=f"{prompt}\n\nThe user's request: {request}", on_list_tools=on_list_tools,
+                    on_call_tool=on_call_tool, on_list_resources=on_list_resources,
+                    on_read_resource=on_read_resource)
+    server.scaleenv_worlds = worlds  # type: ignore[attr-defined] - for tests and introspection
+    if prefer_sessions:
+        _prefer_sessions(server, types)
+    return server
+
+
+def _prefer_sessions(server: Any, types: Any) -> None:
+    discover = getattr(types, "DiscoverResult", None)
+    add = getattr(server, "add_request_handler", None)
+    if discover is None or add is None:  # an SDK without the sessionless protocol: nothing to do
+        return
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    async def on_discover(ctx: Any, params: Any) -> Any:
+        return discover(supported_versions=[HANDSHAKE_PROTOCOL_VERSIONS[-1]], capabilities=server.get_capabilities(),
+                        instructions=server.instructions)
+
+    add("server/discover", types.RequestParams, on_discover)
+
+
+def serve(universe: str | Path, task_id: str, *, transport: str = "stdio", host: str = "127.0.0.1",
+          port: int = 8000, user: str | None = "scripted", mode: str = "conversational") -> None:
+    """Serve one task over stdio or streamable HTTP (``http://HOST:PORT/mcp``) until stopped."""
+    if transport not in TRANSPORTS:
+        raise IntegrationError(f"unknown transport {transport!r}; use stdio or http")
+    source = task_source(universe)
+    task = source.task(task_id)
+    server = build_mcp_server(source, task, user=user, mode=mode, prefer_sessions=transport == "http")
+    if transport == "stdio":
+        import anyio
+        from mcp.server.stdio import stdio_server
+
+        async def main() -> None:
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+        anyio.run(main)
+        return
+    try:
+        import uvicorn
+    except ImportError:  # pragma: no cover - uvicorn comes with mcp
+        raise IntegrationError("--transport http needs uvicorn: pip install 'scaleenv[mcp]'") from None
+    app = server.streamable_http_app(host=host)
+    print(f"scaleenv: serving {task.id} over MCP at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

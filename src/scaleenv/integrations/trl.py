@@ -1,0 +1,222 @@
+"""TRL (``[trl]``, trl >= 1.10): ``environment_factory`` classes for ``GRPOTrainer``.
+
+One class per domain, built from the domain spec: one typed, documented **class** method per tool
+(TRL reads tools with ``inspect.getmembers(type(env))`` and derives each schema from the type hints
+and the Google-style docstring, so ``enum`` parameters become ``Literal[...]``, arrays ``list[T]``,
+optional parameters ``T | None = None``), plus ``send_message_to_user`` (the simulated user; what
+the agent sends there is what answer facts are checked against), ``reset(**row)`` and
+``get_reward()``::
+
+    spec = ScaleEnvTRLSpec("universe/")
+    trainer = GRPOTrainer(model, args=GRPOConfig(max_tool_calling_iterations=16, ...),
+                          train_dataset=spec.train_dataset, environment_factory=spec.environment_factory)
+
+With several domains ``environment_factory`` is a ``{domain: class}`` dict and rows are routed by
+their ``environment`` column. Every tool of the domain is offered (a class's tool set is fixed);
+the reward is the task's, computed on the episode's world. Nothing here imports TRL: the classes are
+plain Python, and ``train_dataset`` needs ``datasets``.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from scaleenv.integrations.session import (
+    RESERVED_NAMES,
+    USER_TOOL,
+    IntegrationError,
+    Session,
+    TaskSource,
+    session_from_row,
+    task_source,
+)
+from scaleenv.spec.models import Param, ToolSpec
+
+_BASE_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
+
+
+def param_type(p: Param) -> Any:
+    """The Python annotation of a tool parameter (what ``get_json_schema`` maps back to its schema)."""
+    if p.enum:
+        return Literal[tuple(p.enum)]  # type: ignore[valid-type]
+    if p.type == "array":
+        item = _BASE_TYPES[p.items or "string"]
+        return list[item]  # type: ignore[valid-type]
+    return _BASE_TYPES[p.type]
+
+
+def _num(v: float | None, missing: str) -> str:
+    return missing if v is None else f"{v:g}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def tool_docstring(tool: ToolSpec, names: dict[str, str]) -> str:
+    lines = [_one_line(tool.description) or tool.name]
+    if tool.parameters:
+        lines += ["", "Args:"]
+        for p in tool.parameters:
+            desc = _one_line(p.description or p.name)
+            if p.minimum is not None or p.maximum is not None:
+                desc += f" (range {_num(p.minimum, '-inf')} to "
+                desc += f"{_num(p.maximum, 'inf')})"
+            lines.append(f"    {names[p.name]}: {desc}")
+    lines += ["", "Returns:", "    The tool's result as JSON (an object with an 'error' key if the call failed)."]
+    return "\n".join(lines)
+
+
+def make_tool_method(tool: ToolSpec) -> Any:
+    """A method ``name(self, <typed params>) -> str`` that runs the tool in the env's episode."""
+    if tool.name in RESERVED_NAMES or tool.name.startswith("_") or not tool.name.isidentifier():
+        raise IntegrationError(f"tool {tool.name!r} cannot be a TRL environment method (reserved or not an identifier)")
+    names = {p.name: (p.name + "_" if keyword.iskeyword(p.name) or p.name == "self" else p.name)
+             for p in tool.parameters}
+    ordered = [p for p in tool.parameters if p.required] + [p for p in tool.parameters if not p.required]
+    ns: dict[str, Any] = {}
+    sig, mapping = [], []
+    for i, p in enumerate(ordered):
+        ns[f"_T{i}"] = param_type(p) if p.required else param_type(p) | None
+        sig.append(f"{names[p.name]}: _T{i}" + ("" if p.required else " = None"))
+        mapping.append(f"({p.name!r}, {names[p.name]})")
+    src = (f"def {tool.name}(self, {', '.join(sig)}) -> str:\n"
+           f"    return self._call({tool.name!r}, [{', '.join(mapping)}])\n")
+    exec(compile(src, f"<scaleenv tool {tool.name}>", "exec"), ns)
+    fn = ns[tool.name]
+    fn.__doc__ = tool_docstring(tool, names)
+    fn.__module__ = __name__
+    return fn
+
+
+class ScaleEnvTRLEnv:
+    """Base of the generated per-domain classes: one episode per rollout, reset by TRL."""
+
+    universe: str | None = None
+    domain: str = ""
+    user: str | None = "scripted"
+    mode: str | None = None
+    max_user_turns: int = 10
+
+    def __init__(self) -> None:
+        self._session: Session | None = None
+
+    def reset(self, **row: Any) -> str | None:
+        """Start a fresh episode for a dataset row (``task_json`` / ``task_id``, ``universe``, ``mode``).
+
+        The row's ``prompt`` already holds the system prompt and the user's request, so nothing is
+        appended to it.
+        """
+        if self._session is not None:
+            self._session.close()
+        self._session = session_from_row(row, universe=self.universe, user=self.user, mode=self.mode,
+                                         max_user_turns=self.max_user_turns, all_tools=True)
+        if self.domain and self._session.task.domain != self.domain:
+            raise IntegrationError(f"row of task {self._session.task.id} reached the {self.domain} environment; "
+                                   "route rows with the 'environment' column")
+        return None
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise IntegrationError("the environment has not been reset; TRL calls reset(**row) before the tools")
+        return self._session
+
+    def _call(self, name: str, pairs: Iterable[tuple[str, Any]]) -> str:
+        args = {k: v for k, v in pairs if v is not None}
+        return self.session.call(name, args).output
+
+    def send_message_to_user(self, message: str) -> str:
+        """Send a message to the user (a question, or the outcome of their request with every value they asked for).
+
+        Args:
+            message: The message for the user.
+
+        Returns:
+            The user's reply.
+        """
+        return self.session.call(USER_TOOL, {"message": message}).output
+
+    def get_reward(self) -> float:
+        """The task's reward for the world as the rollout left it (0 before any reset)."""
+        if self._session is None:
+            return 0.0
+        return float(self._session.evaluate().score)
+
+    @property
+    def reward_components(self) -> dict[str, float]:
+        """The reward's components (a property, so TRL does not take it for a tool)."""
+        return dict(self.session.evaluate().components)
+
+
+def make_env_class(source: TaskSource, domain: str, *, user: str | None = "scripted", mode: str | None = None,
+                   tools: Iterable[str] | None = None) -> type[ScaleEnvTRLEnv]:
+    """The ``environment_factory`` class of one domain (tools as typed class methods; ``tools``
+    keeps only those, e.g. to shorten prompts)."""
+    spec = source.spec(domain)
+    keep = set(tools) if tools is not None else None
+    if keep is not None and (unknown := sorted(keep - {t.name for t in spec.tools})):
+        raise IntegrationError(f"domain {domain} has no tool {unknown[0]!r}")
+    attrs: dict[str, Any] = {"universe": str(source.root), "domain": domain, "user": user, "mode": mode,
+                             "__doc__": f"scaleenv {domain} environment: {spec.description}",
+                             "__module__": __name__}
+    for tool in spec.tools:
+        if keep is None or tool.name in keep:
+            attrs[tool.name] = make_tool_method(tool)
+    name = "ScaleEnv_" + "".join(w.title() for w in domain.split("_"))
+    return type(name, (ScaleEnvTRLEnv,), attrs)
+
+
+def tool_names(cls: type) -> list[str]:
+    """The methods TRL turns into tools (its own rule: public functions of the class, minus reset/get_reward)."""
+    import inspect
+
+    return [n for n, _ in inspect.getmembers(cls, predicate=inspect.isfunction)
+            if n not in ("reset", "get_reward") and not n.startswith("_")]
+
+
+class ScaleEnvTRLSpec:
+    """What ``GRPOTrainer`` needs: ``train_dataset``, ``environment_factory`` and ``reward_funcs``."""
+
+    def __init__(self, universe: str | Path | None = None, *, domains: Iterable[str] = (),
+                 mode: str = "conversational", user: str | None = "scripted", task_ids: Iterable[str] = (),
+                 tools: Iterable[str] | None = None):
+        from scaleenv.integrations.export import select_tasks
+
+        self.source = task_source(universe)
+        self.mode = mode
+        self.tasks = select_tasks(self.source, domains)
+        if wanted := list(task_ids):
+            by_id = {t.id: t for t in self.tasks}
+            if missing := [t for t in wanted if t not in by_id]:
+                raise IntegrationError(f"no task {missing[0]!r} in {self.source.root}")
+            self.tasks = [by_id[t] for t in wanted]
+        self.domains = list(dict.fromkeys(t.domain for t in self.tasks))
+        self.classes = {d: make_env_class(self.source, d, user=user, mode=mode, tools=tools) for d in self.domains}
+
+    def rows(self) -> list[dict[str, Any]]:
+        from scaleenv.integrations.export import task_row
+
+        return [task_row("trl", self.source, t, i, self.mode) for i, t in enumerate(self.tasks)]
+
+    @property
+    def train_dataset(self) -> Any:
+        try:
+            import datasets
+        except ImportError:
+            raise IntegrationError("train_dataset needs the datasets library: pip install 'scaleenv[trl]'") from None
+        return datasets.Dataset.from_list(self.rows())
+
+    @property
+    def environment_factory(self) -> Any:
+        if len(self.classes) == 1:
+            return next(iter(self.classes.values()))
+        return dict(self.classes)
+
+    @property
+    def reward_funcs(self) -> list[Any]:
+        """None needed: each environment's ``get_reward`` is the reward (TRL adds it with weight 1)."""
+        return []

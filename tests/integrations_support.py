@@ -1,0 +1,63 @@
+"""Shared helpers of the integration tests: one small universe per test process, gold plays."""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from scaleenv.build import BuildConfig, prepare_out, run_build
+from scaleenv.integrations.session import answer_text, gold_calls, task_source
+from scaleenv.tasks.model import Task
+
+DOMAINS = ["pet_care", "wedding_planning"]
+
+
+@functools.cache
+def small_universe() -> Path:
+    """A two-domain universe with three verified tasks per domain (built once per process)."""
+    root = Path(tempfile.mkdtemp(prefix="scaleenv-int-"))
+    atexit.register(shutil.rmtree, root, True)
+    cfg = BuildConfig(out=root / "universe", domains=list(DOMAINS), tasks_per_domain=3, seed=0)
+    prepare_out(cfg)
+    run_build(cfg)
+    return cfg.out
+
+
+def tasks(universe: Path) -> list[Task]:
+    return task_source(universe).tasks()
+
+
+def gold(universe: Path, task: Task) -> list[tuple[str, dict[str, Any]]]:
+    """The task's gold chain as literal calls (references resolved from the verified replay)."""
+    return gold_calls(task, task_source(universe).worlds(task).outputs)
+
+
+def answer(task: Task) -> str:
+    return answer_text(task)
+
+
+def hermes(calls: list[tuple[str, dict[str, Any]]], text: str = "") -> str:
+    """A completion in hermes format: one <tool_call> block per call, then text."""
+    blocks = "".join(f"<tool_call>\n{json.dumps({'name': n, 'arguments': a})}\n</tool_call>\n" for n, a in calls)
+    return blocks + text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def first_write(universe: Path, task: Task) -> tuple[str, dict[str, Any]]:
+    spec = task_source(universe).spec(task.domain)
+    for name, args in gold(universe, task):
+        tool = spec.tool(name)
+        if tool is not None and tool.kind == "write":
+            return name, args
+    raise AssertionError(f"task {task.id} has no write in its gold chain")

@@ -1,0 +1,75 @@
+"""OpenEnv 0.10: the Environment with OpenEnv's own MCP-style actions, and served by create_app over
+the /ws session (state lives per session)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("openenv.core.env_server.interfaces")
+
+from openenv.core.env_server.mcp_types import (  # noqa: E402
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ListToolsObservation,
+)
+
+from integrations_support import answer, gold, small_universe, tasks  # noqa: E402
+from scaleenv.integrations.session import EVALUATE_TOOL, USER_TOOL  # noqa: E402
+
+
+def test_environment_plays_gold():
+    from openenv.core.env_server.interfaces import Environment
+
+    from scaleenv.integrations.openenv import ScaleEnvOpenEnv
+
+    u = small_universe()
+    env = ScaleEnvOpenEnv(u)
+    assert isinstance(env, Environment) and env.SUPPORTS_CONCURRENT_SESSIONS
+    for task in tasks(u):
+        obs = env.reset(seed=0, task_id=task.id)
+        assert isinstance(obs, ListToolsObservation) and not obs.done
+        assert {t.name for t in obs.tools} == set(task.tools) | {USER_TOOL, EVALUATE_TOOL}
+        assert obs.metadata["messages"][1]["role"] == "user"
+        assert env.state.task_id == task.id and env.state.step_count == 0
+        assert isinstance(env.step(ListToolsAction()), ListToolsObservation)
+        for name, args in gold(u, task):
+            obs = env.step(CallToolAction(tool_name=name, arguments=args))
+            assert isinstance(obs, CallToolObservation) and obs.error is None and obs.metadata["ok"], obs.result
+            assert "error" not in json.loads(obs.result)
+        obs = env.step(CallToolAction(tool_name=USER_TOOL, arguments={"message": answer(task)}))
+        assert obs.done and obs.reward == 1.0
+    env.reset(task_id=tasks(u)[0].id)
+    bad = env.step(CallToolAction(tool_name="no_such_tool", arguments={}))
+    assert bad.error is not None and bad.error.error_type.value == "tool_not_found"
+    bad = env.step(CallToolAction(tool_name=tasks(u)[0].tools[0], arguments={"zzz": 1}))
+    assert bad.error is None and json.loads(bad.result)["error"] == "invalid_arguments" and not bad.metadata["ok"]
+    end = env.step(CallToolAction(tool_name=EVALUATE_TOOL, arguments={}))
+    assert end.done and end.reward == 0.0 and end.result["score"] == 0.0
+
+
+def test_served_over_websocket_sessions():
+    from fastapi.testclient import TestClient
+
+    from scaleenv.integrations.openenv import create_openenv_app
+
+    u = small_universe()
+    task = tasks(u)[0]
+    client = TestClient(create_openenv_app(u, max_concurrent_envs=4))
+    with client.websocket_connect("/ws") as a, client.websocket_connect("/ws") as b:
+        for ws in (a, b):
+            ws.send_json({"type": "reset", "data": {"task_id": task.id}})
+            assert "data" in ws.receive_json()
+        for name, args in gold(u, task):
+            a.send_json({"type": "step", "data": {"type": "call_tool", "tool_name": name, "arguments": args}})
+            reply = a.receive_json()
+            assert "error" not in json.dumps(reply.get("data", {}).get("observation", {}).get("error") or {}), reply
+        a.send_json({"type": "step", "data": {"type": "call_tool", "tool_name": USER_TOOL,
+                                              "arguments": {"message": answer(task)}}})
+        done = a.receive_json()["data"]
+        assert done["done"] is True and done["reward"] == 1.0, done
+        b.send_json({"type": "step", "data": {"type": "call_tool", "tool_name": EVALUATE_TOOL, "arguments": {}}})
+        other = b.receive_json()["data"]
+        assert other["reward"] == 0.0  # session B never saw A's writes
