@@ -326,8 +326,12 @@ def bench(
 ) -> None:
     """Run the performance suite (code under benchmarks/) and print the figures."""
     from scaleenv.bench import run_bench
+    from scaleenv.errors import ScaleEnvError
 
-    figures = run_bench(quick=quick)
+    try:
+        figures = run_bench(quick=quick)
+    except ScaleEnvError as e:
+        fail(str(e))
     if as_json:
         _emit(figures)
         return
