@@ -111,3 +111,10 @@ def test_read_goals_carry_answer_facts():
         assert ep.evaluate().score == 1.0
         # the right calls without telling the user the facts are not enough
         assert ep.evaluate(said="I did it.").score == 0.0
+
+
+def test_withheld_facts_are_not_spelled_out_in_the_goals():
+    for task in _tasks("pet_care", 12):
+        goals = " ".join(task.user_profile["goals"])
+        for fact in task.user_profile["withheld"]:
+            assert str(task.user_profile["known"][fact]) not in goals, (task.id, fact)

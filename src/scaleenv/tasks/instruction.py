@@ -136,10 +136,13 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
         for k, v in g.args.items():
             if k not in g.refs:
                 known[human(k)] = v
-    candidates = sorted(k for k in known if not k.endswith(" id") and k not in persona_keys)
+    sentences = [goal_sentence(g, entities, rng, spec) for g in goals]
+    # A withheld fact must not already be spelled out in the goals the user states.
+    said = " ".join(sentences)
+    candidates = sorted(k for k in known if not k.endswith(" id") and k not in persona_keys
+                        and str(known[k]) not in said)
     rng.shuffle(candidates)
     withheld = sorted(candidates[:withheld_n])
-    sentences = [goal_sentence(g, entities, rng, spec) for g in goals]
     persona = ""
     if root is not None:
         name = root.row.get(root.display) if root.display else None
