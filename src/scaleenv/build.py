@@ -77,14 +77,79 @@ def _load_attempt_log(path: Path) -> tuple[int, Counter]:
     return nxt, rej
 
 
-def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progress | None = None) -> DomainResult:
-    """Phase 1 and Phase 2 for one domain, writing into ``root``; resumable at task granularity."""
+def load_phase1(ddir: Path) -> tuple[Any, bytes, dict[str, Any], Any, int]:
+    """A finished domain's Phase 1 artifacts: (spec, base snapshot, tests report, graph, derived tools)."""
     from scaleenv.graph.build import ToolGraph
     from scaleenv.spec.models import DomainSpec
+
+    spec = DomainSpec.model_validate(read_json(ddir / "spec.json"))
+    base = (ddir / "base.sqlite").read_bytes()
+    tests = read_json(ddir / "tests.json")
+    return spec, base, tests, ToolGraph.from_json(read_json(ddir / "graph.json")), tests["tools"]
+
+
+def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Callable[[int], Any],
+                      max_attempts: int, progress: Progress | None = None,
+                      after_attempt: Callable[[int], None] | None = None) -> tuple[list[Any], int, Counter, bool]:
+    """Phase 2's attempt loop, shared by both back ends: call ``make_task(attempt)`` until ``k`` tasks
+    are accepted (or ``max_attempts`` are spent), dropping duplicates and counting every rejection.
+
+    Each accepted task is flushed to ``tasks/<d>.partial.jsonl`` and each attempt to
+    ``domains/<d>/attempts.jsonl`` as it happens, so a crash loses nothing; with ``resume`` the loop
+    continues where they stop. Returns (tasks, attempts, rejections, whether Phase 2 was already done).
+    """
+    from scaleenv.tasks.generate import TaskRejected
+
+    ddir, tdir = root / "domains" / name, root / "tasks"
+    final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
+    if resume and final.exists():
+        attempt, rejections = _load_attempt_log(log)
+        return list(read_tasks(final)), attempt, rejections, True
+    tdir.mkdir(parents=True, exist_ok=True)
+    tasks: list[Any] = []
+    if resume and partial.exists():
+        tasks = list(read_tasks(partial, tolerate_torn_tail=True))
+        attempt, rejections = _load_attempt_log(log)
+        if tasks:
+            attempt = max(attempt, tasks[-1].attempt + 1)
+    else:
+        attempt, rejections = 0, Counter()
+        log.unlink(missing_ok=True)
+    # rewrite the partial file with only whole lines (drops a torn tail)
+    partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
+    seen = {t.dedup_key() for t in tasks}
+    with partial.open("a", encoding="utf-8") as out, log.open("a", encoding="utf-8") as logf:
+        while len(tasks) < k and attempt < max_attempts:
+            rec: dict[str, Any] = {"attempt": attempt}
+            try:
+                task = make_task(attempt)
+                if task.dedup_key() in seen:
+                    raise TaskRejected("duplicate")
+                seen.add(task.dedup_key())
+                out.write(task.to_jsonl() + "\n")
+                out.flush()
+                tasks.append(task)
+                rec["task"] = task.id
+            except TaskRejected as e:
+                rejections[e.reason] += 1
+                rec["rejected"] = e.reason
+            logf.write(json.dumps(rec, sort_keys=True) + "\n")
+            logf.flush()
+            attempt += 1
+            if after_attempt:
+                after_attempt(len(tasks))
+            if progress:
+                progress(name, "tasks", len(tasks), k)
+    os.replace(partial, final)
+    return tasks, attempt, rejections, False
+
+
+def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progress | None = None) -> DomainResult:
+    """Phase 1 and Phase 2 for one domain, writing into ``root``; resumable at task granularity."""
     from scaleenv.synth.procedural.blueprint import catalog
     from scaleenv.synth.procedural.domain import build_domain
     from scaleenv.tasks.context import DomainContext
-    from scaleenv.tasks.generate import STAGE_SECONDS, ChainConfig, TaskRejected, generate_task
+    from scaleenv.tasks.generate import STAGE_SECONDS, ChainConfig, generate_task
 
     if cfg.get("llm"):
         from scaleenv.synth.llm.build import build_llm_domain
@@ -95,11 +160,7 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
     t0 = time.perf_counter()
     skipped = []
     if resume and (ddir / "done.json").exists():
-        spec = DomainSpec.model_validate(read_json(ddir / "spec.json"))
-        base = (ddir / "base.sqlite").read_bytes()
-        tests = read_json(ddir / "tests.json")
-        graph = ToolGraph.from_json(read_json(ddir / "graph.json"))
-        derived = tests["tools"]
+        spec, base, tests, graph, derived = load_phase1(ddir)
         skipped.append("phase1")
     else:
         built = build_domain(catalog()[name], seed, cfg["scale"])
@@ -109,54 +170,16 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
     if progress:
         progress(name, "tools", 1, 1)
     stages_before = dict(STAGE_SECONDS)
-    tdir = root / "tasks"
-    final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
-    tasks = []
-    if resume and final.exists():
-        tasks = list(read_tasks(final))
-        attempt, rejections = _load_attempt_log(log)
+    positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
+    ctx = DomainContext(spec, base, graph, positive)
+    lo, hi = cfg.get("chain_length", (3, 8))
+    chain_cfg = ChainConfig(min_length=lo, max_length=hi)
+    tasks, attempt, rejections, done_before = run_task_attempts(
+        root, name, k, resume, lambda n: generate_task(ctx, seed, n, chain_cfg), 10 * k + 20, progress)
+    if done_before:
         skipped.append("phase2")
-    else:
-        tdir.mkdir(parents=True, exist_ok=True)
-        if resume and partial.exists():
-            tasks = list(read_tasks(partial, tolerate_torn_tail=True))
-            attempt, rejections = _load_attempt_log(log)
-            if tasks:
-                attempt = max(attempt, tasks[-1].attempt + 1)
-        else:
-            attempt, rejections = 0, Counter()
-            log.unlink(missing_ok=True)
-        # rewrite the partial file with only whole lines (drops a torn tail)
-        partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
-        positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
-        ctx = DomainContext(spec, base, graph, positive)
-        lo, hi = cfg.get("chain_length", (3, 8))
-        chain_cfg = ChainConfig(min_length=lo, max_length=hi)
-        seen = {t.dedup_key() for t in tasks}
-        max_attempts = 10 * k + 20
-        with partial.open("a", encoding="utf-8") as out, log.open("a", encoding="utf-8") as logf:
-            while len(tasks) < k and attempt < max_attempts:
-                rec: dict[str, Any] = {"attempt": attempt}
-                try:
-                    task = generate_task(ctx, seed, attempt, chain_cfg)
-                    if task.dedup_key() in seen:
-                        raise TaskRejected("duplicate")
-                    seen.add(task.dedup_key())
-                    out.write(task.to_jsonl() + "\n")
-                    out.flush()
-                    tasks.append(task)
-                    rec["task"] = task.id
-                except TaskRejected as e:
-                    rejections[e.reason] += 1
-                    rec["rejected"] = e.reason
-                logf.write(json.dumps(rec, sort_keys=True) + "\n")
-                logf.flush()
-                attempt += 1
-                if progress:
-                    progress(name, "tasks", len(tasks), k)
-        os.replace(partial, final)
     t2 = time.perf_counter()
-    stage_s = {k: round(v - stages_before.get(k, 0.0), 3) for k, v in STAGE_SECONDS.items()}
+    stage_s = {st: round(v - stages_before.get(st, 0.0), 3) for st, v in STAGE_SECONDS.items()}
     write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
                                              "rejections": dict(sorted(rejections.items()))})
     stats = graph.stats()

@@ -79,28 +79,13 @@ def make_session(llm: dict[str, Any], root: Path) -> LLMSession:
     return LLMSession.from_config(config, backend)
 
 
-def _attempt_log(path: Path) -> tuple[int, Counter]:
-    nxt, rej = 0, Counter()
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            nxt = max(nxt, rec["attempt"] + 1)
-            if rec.get("rejected"):
-                rej[rec["rejected"]] += 1
-    return nxt, rej
-
-
 def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any = None) -> Any:
     """Phase 1 and Phase 2 of one domain with the LLM back end; resumable like the procedural build."""
-    from scaleenv.build import DomainResult
-    from scaleenv.graph.build import ToolGraph
+    from scaleenv.build import DomainResult, load_phase1, run_task_attempts
     from scaleenv.synth.llm.tasks import generate_llm_task
     from scaleenv.tasks.context import DomainContext
     from scaleenv.tasks.generate import TaskRejected
-    from scaleenv.universe import read_json, read_tasks, write_domain, write_json
+    from scaleenv.universe import read_json, write_domain, write_json
 
     llm = dict(cfg["llm"])
     synth = SynthConfig.from_json(llm.get("synth"))
@@ -125,11 +110,7 @@ def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any =
     t0 = time.perf_counter()
     skipped = []
     if resume and (ddir / "done.json").exists():
-        spec = DomainSpec.model_validate(read_json(ddir / "spec.json"))
-        base = (ddir / "base.sqlite").read_bytes()
-        tests = read_json(ddir / "tests.json")
-        graph = ToolGraph.from_json(read_json(ddir / "graph.json"))
-        derived = tests["tools"]
+        spec, base, tests, graph, derived = load_phase1(ddir)
         skipped.append("phase1")
     else:
         prior = {}
@@ -146,60 +127,27 @@ def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any =
     t1 = time.perf_counter()
     if progress:
         progress(name, "tools", 1, 1)
-    tdir = Path(root) / "tasks"
-    final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
-    tasks = []
-    if resume and final.exists():
-        tasks = list(read_tasks(final))
-        attempt, rejections = _attempt_log(log)
+    positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
+    ctx = DomainContext(spec, base, graph, positive)
+
+    def make_task(attempt: int) -> Any:
+        try:
+            return generate_llm_task(ctx, ask, seed, attempt, synth)
+        except LLMOutputError as e:
+            raise TaskRejected("llm_output", str(e)[:200]) from None
+        except LLMError as e:
+            raise LLMError(f"{e}; the finished tasks are kept: continue with --resume "
+                           "(answers already received come from the cache)") from None
+        except TaskRejected:
+            raise
+        except ScaleEnvError as e:  # e.g. generated rows a world refuses
+            raise TaskRejected("synthesis_error", str(e)[:200]) from None
+
+    max_attempts = int(llm.get("max_attempts") or (3 * k + 5))
+    tasks, attempt, rejections, done_before = run_task_attempts(
+        Path(root), name, k, resume, make_task, max_attempts, progress, save_tokens)
+    if done_before:
         skipped.append("phase2")
-    else:
-        tdir.mkdir(parents=True, exist_ok=True)
-        if resume and partial.exists():
-            tasks = list(read_tasks(partial, tolerate_torn_tail=True))
-            attempt, rejections = _attempt_log(log)
-            if tasks:
-                attempt = max(attempt, tasks[-1].attempt + 1)
-        else:
-            attempt, rejections = 0, Counter()
-            log.unlink(missing_ok=True)
-        partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
-        positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
-        ctx = DomainContext(spec, base, graph, positive)
-        seen = {t.dedup_key() for t in tasks}
-        max_attempts = int(llm.get("max_attempts") or (3 * k + 5))
-        with partial.open("a", encoding="utf-8") as out, log.open("a", encoding="utf-8") as logf:
-            while len(tasks) < k and attempt < max_attempts:
-                rec: dict[str, Any] = {"attempt": attempt}
-                try:
-                    try:
-                        task = generate_llm_task(ctx, ask, seed, attempt, synth)
-                    except LLMOutputError as e:
-                        raise TaskRejected("llm_output", str(e)[:200]) from None
-                    except LLMError as e:
-                        raise LLMError(f"{e}; the finished tasks are kept: continue with --resume "
-                                       "(answers already received come from the cache)") from None
-                    except TaskRejected:
-                        raise
-                    except ScaleEnvError as e:  # e.g. generated rows a world refuses
-                        raise TaskRejected("synthesis_error", str(e)[:200]) from None
-                    if task.dedup_key() in seen:
-                        raise TaskRejected("duplicate")
-                    seen.add(task.dedup_key())
-                    out.write(task.to_jsonl() + "\n")
-                    out.flush()
-                    tasks.append(task)
-                    rec["task"] = task.id
-                except TaskRejected as e:
-                    rejections[e.reason] += 1
-                    rec["rejected"] = e.reason
-                logf.write(json.dumps(rec, sort_keys=True) + "\n")
-                logf.flush()
-                attempt += 1
-                save_tokens(len(tasks))
-                if progress:
-                    progress(name, "tasks", len(tasks), k)
-        os.replace(partial, final)
     t2 = time.perf_counter()
     save_tokens(len(tasks))
     run = session.ledger.summary()
