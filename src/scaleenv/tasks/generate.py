@@ -9,9 +9,7 @@ integrity gates. Any failure rejects the attempt with a counted reason.
 
 from __future__ import annotations
 
-import datetime as dt
 import random
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from scaleenv.tasks.model import Call, Task
 from scaleenv.tasks.state import apply_patch, distractor, fresh_unique, next_id
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
+from scaleenv.utils.dates import shift_iso
 from scaleenv.world.world import World
 
 STAGE_SECONDS: Counter = Counter()
@@ -68,17 +67,7 @@ class ChainConfig:
 
 
 def _shift_dates(row: dict[str, Any], days: int) -> dict[str, Any]:
-    out = dict(row)
-    for k, v in row.items():
-        if isinstance(v, str) and re.match(r"^\d{4}-\d{2}-\d{2}", v):
-            try:
-                if "T" in v:
-                    out[k] = (dt.datetime.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
-                elif len(v) == 10:
-                    out[k] = (dt.date.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
-            except ValueError:
-                pass
-    return out
+    return {k: shift_iso(v, days) for k, v in row.items()}
 
 
 class TaskBuilder:

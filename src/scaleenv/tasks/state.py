@@ -3,12 +3,12 @@ the chain's entities, distractors, and expansion patches)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 import re
 from typing import Any
 
 from scaleenv.spec.models import DomainSpec, Table
+from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
 
@@ -55,18 +55,6 @@ def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
     return f"{prefix or table[:3].upper() + '-'}{best + 1:0{width}d}"
 
 
-def _shift_value(v: Any, rng: random.Random) -> Any:
-    if isinstance(v, str) and re.match(r"^\d{4}-\d{2}-\d{2}", v):
-        days = rng.choice([-3, -2, -1, 1, 2, 3])
-        try:
-            if "T" in v:
-                return (dt.datetime.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
-            return (dt.date.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
-        except ValueError:
-            return v
-    return v
-
-
 def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
     """Give a cloned row new values in its unique columns."""
     out = dict(row)
@@ -91,7 +79,7 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
             continue
         v = out.get(c.name)
         if c.type in ("date", "datetime"):
-            out[c.name] = _shift_value(v, rng)
+            out[c.name] = shift_iso(v, rng.choice([-3, -2, -1, 1, 2, 3]))
         elif c.enum and rng.random() < 0.6:
             out[c.name] = c.enum[rng.randrange(len(c.enum))]
         elif c.type in ("real", "integer") and isinstance(v, int | float) and rng.random() < 0.5:

@@ -4,7 +4,6 @@ environment expansion and the random policy."""
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 import re
 from typing import Any
@@ -14,6 +13,7 @@ from scaleenv.spec.models import Param, ToolSpec
 from scaleenv.spec.sqlinfo import sql_params
 from scaleenv.tools.args import _check_param, validate_arguments
 from scaleenv.tools.runtime import bind_params, first_failing_precondition
+from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
 
@@ -32,15 +32,6 @@ def _fresh(v: str) -> str:
     """A new value of the same shape (for unique columns): ada@x.com -> ada.new@x.com."""
     user, at, host = v.partition("@")
     return f"{user}.new@{host}" if at else f"{v} (new)"
-
-
-def _shift(v: str, days: int) -> str:
-    try:
-        if "T" in v:
-            return (dt.datetime.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
-        return (dt.date.fromisoformat(v) + dt.timedelta(days=days)).isoformat()
-    except ValueError:
-        return v
 
 
 class ArgSampler:
@@ -105,7 +96,7 @@ class ArgSampler:
             elif p.type == "string":
                 strs = [v for v in base if isinstance(v, str)]
                 if strs and re.match(r"^\d{4}-\d{2}-\d{2}", strs[0]):
-                    out += [_shift(v, d) for v in strs[:10] for d in (1, 7, 30)]
+                    out += [shift_iso(v, d) for v in strs[:10] for d in (1, 7, 30)]
                 elif strs:
                     out += [_fresh(v) for v in strs[:2]]
                 if invalid and strs:

@@ -1,0 +1,25 @@
+"""ISO date and datetime values as the worlds store them (``YYYY-MM-DD``, ``YYYY-MM-DDTHH:MM:SS``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?$")
+
+
+def is_iso_date(value: Any) -> bool:
+    return isinstance(value, str) and bool(_ISO.match(value))
+
+
+def shift_iso(value: Any, days: int) -> Any:
+    """``value`` moved by ``days`` if it is an ISO date or datetime; anything else unchanged."""
+    if not is_iso_date(value):
+        return value
+    try:
+        if "T" in value:
+            return (dt.datetime.fromisoformat(value) + dt.timedelta(days=days)).isoformat()
+        return (dt.date.fromisoformat(value) + dt.timedelta(days=days)).isoformat()
+    except ValueError:
+        return value
