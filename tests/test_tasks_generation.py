@@ -118,3 +118,20 @@ def test_withheld_facts_are_not_spelled_out_in_the_goals():
         goals = " ".join(task.user_profile["goals"])
         for fact in task.user_profile["withheld"]:
             assert str(task.user_profile["known"][fact]) not in goals, (task.id, fact)
+
+
+def test_task_loader_cache_is_bounded(tmp_path):
+    from scaleenv.build import BuildConfig, prepare_out, run_build
+    from scaleenv.tasks.load import TaskLoader
+    from scaleenv.universe import Universe
+
+    cfg = BuildConfig(out=tmp_path / "u", domains=["pet_care"], tasks_per_domain=3, seed=2)
+    prepare_out(cfg)
+    run_build(cfg)
+    u = Universe(cfg.out)
+    loader = TaskLoader(u, max_tasks=2)
+    tasks = u.tasks()
+    for t in tasks:
+        ep = loader.episode(t)
+        assert ep.evaluate().score == 0.0
+    assert len(loader._cache) == 2 and list(loader._cache) == [tasks[1].id, tasks[2].id]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,14 +48,24 @@ def make_episode(spec: DomainSpec, task: Task, worlds: TaskWorlds) -> Episode:
 
 
 class TaskLoader:
-    """Caches per-task worlds so many episodes of the same task share one expected world."""
+    """Caches per-task worlds (least recently used first out) so many episodes of the same task share
+    one expected world."""
 
-    def __init__(self, universe: Any):
+    def __init__(self, universe: Any, max_tasks: int = 256):
         self.universe = universe
-        self._cache: dict[str, TaskWorlds] = {}
+        self.max_tasks = max_tasks
+        self._cache: OrderedDict[str, TaskWorlds] = OrderedDict()
+
+    def worlds(self, task: Task) -> TaskWorlds:
+        hit = self._cache.get(task.id)
+        if hit is None:
+            spec = self.universe.spec(task.domain)
+            hit = self._cache[task.id] = build_worlds(spec, self.universe.base(task.domain), task)
+            while len(self._cache) > self.max_tasks:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(task.id)
+        return hit
 
     def episode(self, task: Task) -> Episode:
-        spec = self.universe.spec(task.domain)
-        if task.id not in self._cache:
-            self._cache[task.id] = build_worlds(spec, self.universe.base(task.domain), task)
-        return make_episode(spec, task, self._cache[task.id])
+        return make_episode(self.universe.spec(task.domain), task, self.worlds(task))
