@@ -23,9 +23,15 @@ venv() {  # venv DIR PIP-ARGS...: a fresh environment with scaleenv and the give
   "$dir/bin/python" -m pip install -q --no-compile "$@"
 }
 
-run_tests() {  # run_tests DIR NAME
-  echo "== integrations [$2] ($(( SECONDS - start )) s)"
-  "$1/bin/python" -m pytest -q -p no:cacheprovider tests/test_integrations_*.py
+run_tests() {  # run_tests DIR NAME (pytest's -q comes from pyproject's addopts; a second -q hides the summary)
+  echo "== integrations [$2]: environment ready after $(( SECONDS - start )) s"
+  "$1/bin/python" -m pytest -p no:cacheprovider -rs tests/test_integrations_*.py
+}
+
+installed() {  # installed NAME PID: wait for a background install, show its log if it failed
+  if ! wait "$2"; then
+    echo "installing the $1 environment failed:"; grep -v '^WARNING: Location' "$LOGS/$1.log" | tail -30; exit 1
+  fi
 }
 
 venv .venv-int-openenv -e . "openenv>=0.10,<0.11" pytest anyio > "$LOGS/openenv.log" 2>&1 &
@@ -34,15 +40,13 @@ venv .venv-int-verifiers -e ".[mcp,export]" "verifiers>=0.4,<0.5" pytest > "$LOG
 verifiers_pid=$!
 
 # torch first, pinned to the CPU wheel, so that nothing pulls a CUDA build
-venv .venv-int-train "torch==2.13.0"
-.venv-int-train/bin/python -m pip install -q --no-compile -e ".[mcp,export,trl,verl,skyrl]" pytest "torch==2.13.0"
+(venv .venv-int-train "torch==2.13.0" &&
+ .venv-int-train/bin/python -m pip install -q --no-compile -e ".[mcp,export,trl,verl,skyrl]" pytest \
+   "torch==2.13.0") > "$LOGS/train.log" 2>&1 &
+installed train $!
 run_tests .venv-int-train train
-
-for name in openenv verifiers; do
-  pid_var=${name}_pid
-  if ! wait "${!pid_var}"; then
-    echo "installing the $name environment failed:"; tail -20 "$LOGS/$name.log"; exit 1
-  fi
-  run_tests ".venv-int-$name" "$name"
-done
+installed openenv "$openenv_pid"
+run_tests .venv-int-openenv openenv
+installed verifiers "$verifiers_pid"
+run_tests .venv-int-verifiers verifiers
 echo "== integrations: all environments passed in $(( SECONDS - start )) s"

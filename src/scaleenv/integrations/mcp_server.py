@@ -164,9 +164,12 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
         uri = str(params.uri)
         key = uri[len(RESOURCE_PREFIX):] if uri.startswith(RESOURCE_PREFIX) else None
         if key not in resources:
-            from mcp.shared.exceptions import MCPError
-
-            raise MCPError(code=-32602, message=f"unknown resource {uri!r}; see resources/list")
+            why = f"unknown resource {uri!r}; see resources/list"
+            try:
+                from mcp.shared.exceptions import MCPError
+            except ImportError:  # pragma: no cover - older SDKs turn exceptions into errors themselves
+                raise ValueError(why) from None
+            raise MCPError(code=-32602, message=why)
         body = resources[key][1](worlds.get(_session_key(ctx)))
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, text=body, mime_type="application/json" if key == "reward" else "text/plain")])

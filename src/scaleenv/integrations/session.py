@@ -9,8 +9,9 @@ agent's report.
 
 Dataset rows carry references (``env_id``, ``task_id``, ``universe``) and the task itself as a JSON
 string (``task_json``). An adapter rebuilds the episode from the row: the task from ``task_json``,
-the domain spec and base world from the universe directory (``universe`` in the row, the
-adapter's setting, or ``$SCALEENV_UNIVERSE``). Verified worlds are cached per process and task.
+the domain spec and base world from the universe directory (the adapter's setting, else
+``$SCALEENV_UNIVERSE``, else the row's ``universe``: set the variable when training on a machine
+where the exported path differs). Verified worlds are cached per process and task.
 """
 
 from __future__ import annotations
@@ -361,7 +362,7 @@ def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
 def task_from_row(row: Mapping[str, Any], universe: str | Path | None = None) -> tuple[TaskSource, Task]:
     """The task source and task of a dataset row (``task_json`` wins; ``task_id`` is looked up)."""
     f = row_fields(row)
-    source = task_source(universe or f.get("universe"))
+    source = task_source(universe or os.environ.get(ENV_UNIVERSE) or f.get("universe"))
     if "task_json" in f:
         return source, parse_task(f["task_json"])
     if "task_id" in f:
