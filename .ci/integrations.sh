@@ -23,7 +23,7 @@ venv() {  # venv DIR PIP-ARGS...: a fresh environment with scaleenv and the give
   "$dir/bin/python" -m pip install -q --no-compile "$@"
 }
 
-run_tests() {  # run_tests DIR NAME (pytest's -q comes from pyproject's addopts; a second -q hides the summary)
+run_tests() {  # run_tests DIR NAME
   echo "== integrations [$2]: environment ready after $(( SECONDS - start )) s"
   "$1/bin/python" -m pytest -p no:cacheprovider -rs tests/test_integrations_*.py
 }
