@@ -184,7 +184,7 @@ def inspect(
 ) -> None:
     """Counts of a universe: domains, tables, tools, edges, tasks, per domain and in total."""
     from scaleenv.errors import ScaleEnvError
-    from scaleenv.inspect import universe_counts
+    from scaleenv.report import universe_counts
 
     try:
         counts = universe_counts(path)
@@ -205,7 +205,7 @@ def check(
 ) -> None:
     """Re-run the reward-integrity gates on every task of a universe."""
     from scaleenv.errors import ScaleEnvError
-    from scaleenv.inspect import check_universe
+    from scaleenv.report import check_universe
 
     try:
         result = check_universe(path)

@@ -9,7 +9,8 @@ from scaleenv.universe import Universe
 
 
 def universe_counts(path: str | Path) -> dict[str, Any]:
-    """``{"domains","tables","tools","edges","tasks","per_domain":[...]}``."""
+    """``{"domains","tables","tools","edges","tasks","per_domain":[...]}``; each per-domain entry also
+    lists its ``task_ids`` (for ``serve --task``, ``rollout --task``)."""
     u = Universe(path)
     per = []
     for d in u.domains:
@@ -19,7 +20,8 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
         spec = u.spec(d)
         graph = u.graph(d)
         stats = graph.get("stats", {})
-        n_tasks = len(u.tasks(d))
+        task_ids = [t.id for t in u.tasks(d)]
+        n_tasks = len(task_ids)
         per.append({
             "domain": d,
             "tables": len(spec.tables),
@@ -27,6 +29,7 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
             "edges": stats.get("edges", len(graph.get("edges", []))),
             "edges_by_kind": stats.get("edges_by_kind", {}),
             "tasks": n_tasks,
+            "task_ids": task_ids,
         })
         if (ddir / "tokens.json").exists():  # LLM back end: token accounting per role, phase and task
             from scaleenv.universe import read_json
