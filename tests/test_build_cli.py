@@ -155,3 +155,15 @@ def test_process_executor_gives_the_same_bytes(tmp_path):
 def test_console_script_runs():
     res = subprocess.run([sys.executable, "-m", "scaleenv.cli", "list-domains"], capture_output=True, text=True)
     assert res.returncode == 0 and "pet_care" in res.stdout
+
+
+def test_report_writes_html(small_universe, tmp_path):
+    out = tmp_path / "r.html"
+    res = runner.invoke(app, ["report", str(small_universe), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert html.startswith("<!doctype html>")
+    assert "pet_care" in html and "wedding_planning" in html
+    assert "<h2>Domains</h2>" in html and "s0 = " in html
+    res = runner.invoke(app, ["report", str(small_universe), "--results", str(tmp_path / "missing.json")])
+    assert res.exit_code == 2 and "does not exist" in res.output

@@ -320,6 +320,29 @@ def rollout(
 
 
 @app.command()
+def report(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    out: Path = typer.Option(Path("report.html"), "--out", help="Where to write the HTML report."),
+    results: Path | None = typer.Option(None, "--results", help="A results.json from `scaleenv rollout` to include."),
+) -> None:
+    """Write a self-contained HTML report of a universe (and optionally of rollout results)."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.report import universe_report
+    from scaleenv.utils.fs import atomic_write_text
+
+    if results is not None and not results.is_file():
+        fail(f"{results} does not exist; pass the results.json written by `scaleenv rollout`")
+    try:
+        html = universe_report(path, results)
+    except ScaleEnvError as e:
+        fail(str(e))
+    except (ValueError, KeyError) as e:
+        fail(f"cannot read {results}: {e}")
+    atomic_write_text(out, html)
+    typer.echo(f"wrote {out}")
+
+
+@app.command()
 def bench(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object of named figures."),
     quick: bool = typer.Option(False, "--quick", help="Fewer repetitions (for smoke tests)."),

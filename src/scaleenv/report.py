@@ -77,3 +77,69 @@ def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
                 failures.append({"task": task.id, "failed": g.failures(), "scores": g.to_json()})
             ep.close()
     return {**counts, "failures": failures}
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    from html import escape
+
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def universe_report(path: str | Path, results: str | Path | None = None) -> str:
+    """A self-contained HTML page describing a universe: per-domain counts, procedural test results,
+    graph statistics, task difficulty, rejection reasons, one example task per domain and, when a
+    ``results.json`` from ``scaleenv rollout`` is given, its metrics."""
+    import json
+    from collections import Counter
+    from html import escape
+
+    from scaleenv.tasks.model import chain_to_python
+    from scaleenv.universe import read_json
+
+    u = Universe(path)
+    counts = universe_counts(path)
+    parts = [f"<h1>scaleenv universe: {escape(str(u.root))}</h1>",
+             f"<p>{counts['domains']} domains, {counts['tables']} tables, {counts['tools']} tools, "
+             f"{counts['edges']} graph edges, {counts['tasks']} verified tasks "
+             f"(backend: {escape(str(u.manifest.get('backend', '?')))}, seed {u.manifest.get('build', {}).get('seed')})</p>"]
+    rows = []
+    for d in counts["per_domain"]:
+        name = d["domain"]
+        tests = u.tests(name)
+        rep_path = u.domain_dir(name) / "tasks_report.json"
+        rep = read_json(rep_path) if rep_path.exists() else {}
+        top = Counter(rep.get("rejections", {})).most_common(1)
+        rows.append([name, d["tables"], f"{d['tools']}/{tests.get('tools', d['tools'])}",
+                     tests["counts"].get("success", 0), tests["counts"].get("anticipated_rejection", 0),
+                     tests["counts"].get("unexpected_failure", 0), d["edges"], d["tasks"], rep.get("attempts", "-"),
+                     f"{top[0][0]} ({top[0][1]})" if top else "-"])
+    parts.append("<h2>Domains</h2>" + _table(
+        ["domain", "tables", "tools admitted/derived", "tests: success", "anticipated rejections",
+         "unexpected failures", "edges", "tasks", "attempts", "top rejection"], rows))
+    levels: Counter = Counter()
+    lengths: Counter = Counter()
+    for t in u.tasks():
+        levels[t.difficulty.get("level", "?")] += 1
+        lengths[t.difficulty.get("chain_length", 0)] += 1
+    parts.append("<h2>Task difficulty</h2>" + _table(["level", "tasks"], sorted(levels.items()))
+                 + _table(["chain length", "tasks"], sorted(lengths.items())))
+    if results is not None:
+        res = json.loads(Path(results).read_text(encoding="utf-8"))
+        metric_rows = [[k, res.get("avg_at_k", {}).get(k), res.get("pass_at_k", {}).get(k),
+                        res.get("pass_hat_k", {}).get(k)] for k in sorted(res.get("avg_at_k", {}))]
+        parts.append("<h2>Rollout results</h2>" + _table(["k", "Avg@k", "Pass@k", "Pass^k"], metric_rows))
+    parts.append("<h2>Example tasks</h2>")
+    for d in counts["per_domain"]:
+        tasks = u.tasks(d["domain"])
+        if not tasks:
+            continue
+        t = tasks[0]
+        parts.append(f"<h3>{escape(t.id)}</h3><p>{escape(t.instruction)}</p>"
+                     f"<pre>{escape(chain_to_python(t.gold_chain))}</pre>")
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;"
+             "margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#f3f3f3}"
+             "pre{background:#f7f7f7;padding:8px;overflow-x:auto}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>scaleenv report</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>\n")
