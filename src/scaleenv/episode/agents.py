@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,7 @@ class AgentOptions:
                 "seed": self.seed, "random_calls": self.random_calls, "extra_body": self.extra_body}
 
 
-class Agent:
+class Agent(ABC):
     name = "agent"
     system_prompt: str | None = None
 
@@ -67,8 +68,9 @@ class Agent:
         self.ctx = ctx
         self.usage: dict[str, int] = {}
 
+    @abstractmethod
     async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The agent's next assistant message (text and/or tool calls) given the conversation so far."""
 
 
 def tool_call_message(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
@@ -209,14 +211,19 @@ class OpenAIAgent(Agent):
 BUILTIN_AGENTS = ("oracle", "noop", "random")
 
 
-def check_agent_spec(spec: str) -> str:
-    """Validate an agent name (``oracle``, ``noop``, ``random`` or ``openai:MODEL``); return it."""
-    if spec in BUILTIN_AGENTS:
+def check_policy_spec(spec: str, builtins: tuple[str, ...], what: str) -> str:
+    """Validate a policy name: one of ``builtins`` or ``openai:MODEL``; return it."""
+    if spec in builtins:
         return spec
     kind, _, model = spec.partition(":")
     if kind == "openai" and model.strip():
         return spec
-    raise ValueError(f"unknown agent {spec!r}; use oracle, noop, random or openai:MODEL")
+    raise ValueError(f"unknown {what} {spec!r}; use {', '.join(builtins)} or openai:MODEL")
+
+
+def check_agent_spec(spec: str) -> str:
+    """Validate an agent name (``oracle``, ``noop``, ``random`` or ``openai:MODEL``); return it."""
+    return check_policy_spec(spec, BUILTIN_AGENTS, "agent")
 
 
 def make_agent(spec: str, options: AgentOptions | None = None, clients: Any = None) -> Agent:

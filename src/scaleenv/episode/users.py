@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,7 +53,7 @@ class UserOptions:
                 "extra_body": self.extra_body}
 
 
-class User:
+class User(ABC):
     name = "user"
 
     def reset(self, ctx: UserContext) -> None:
@@ -60,11 +61,13 @@ class User:
         self.turns = 0
         self.usage: dict[str, int] = {}
 
+    @abstractmethod
     async def opening(self) -> str:
-        raise NotImplementedError
+        """The user's first message."""
 
+    @abstractmethod
     async def reply(self, agent_text: str) -> str:
-        raise NotImplementedError
+        """The user's answer to what the agent said (ends with the stop marker when done)."""
 
 
 def _fmt(v: Any) -> str:
@@ -258,12 +261,10 @@ BUILTIN_USERS = ("scripted",)
 
 
 def check_user_spec(spec: str) -> str:
-    if spec in BUILTIN_USERS:
-        return spec
-    kind, _, model = spec.partition(":")
-    if kind == "openai" and model.strip():
-        return spec
-    raise ValueError(f"unknown user {spec!r}; use scripted or openai:MODEL")
+    """Validate a user name (``scripted`` or ``openai:MODEL``); return it."""
+    from scaleenv.episode.agents import check_policy_spec
+
+    return check_policy_spec(spec, BUILTIN_USERS, "user")
 
 
 def make_user(spec: str, options: UserOptions | None = None, clients: Any = None) -> User:

@@ -9,6 +9,7 @@ A ``KeyboardInterrupt`` stops the run: results already passed to ``sink`` are th
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -25,15 +26,16 @@ class BatchWorker(Protocol):
     def close(self) -> None: ...
 
 
-class Executor:
+class Executor(ABC):
     kind = "base"
     workers = 1
 
+    @abstractmethod
     def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:
-        raise NotImplementedError
+        """Run every batch of episode jobs and hand each finished episode to ``sink``."""
 
-    def close(self) -> None:
-        pass
+    def close(self) -> None:  # noqa: B027 - optional hook: executors without resources keep this no-op
+        """Release workers (processes, actors); a no-op for the serial executor."""
 
     def __enter__(self) -> Executor:
         return self
