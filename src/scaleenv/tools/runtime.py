@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,8 +107,56 @@ def run_tool(world: World, tool: ToolSpec, args: Any) -> Any:
     return _run(world, tool, args)[0]
 
 
+TOOL_TIME_LIMIT_S = 2.0
+"""Wall-clock budget of one tool call: SQL is interrupted and Python tool code is stopped past it."""
+
+
+class _Timeout(BaseException):  # noqa: N818 - not an Exception, so tool code's `except Exception` can't swallow it
+    pass
+
+
+@contextlib.contextmanager
+def _python_budget(deadline: float):
+    """Stop Python tool code that runs past ``deadline`` (checked every 1,000 traced lines)."""
+    previous = sys.gettrace()
+    count = 0
+    expired = False
+
+    def local(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal count, expired
+        if event == "line":
+            count += 1
+            if expired or (count % 1000 == 0 and time.monotonic() > deadline):
+                expired = True  # from now on every line raises, so a bare `except:` cannot keep it alive
+                raise _Timeout
+        return local
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        return local
+
+    sys.settrace(tracer)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+
+
+def _db_error(tool: ToolSpec, e: sqlite3.Error, what: str) -> ToolError:
+    if "interrupt" in str(e):  # the progress handler stopped a statement past the deadline
+        return ToolError("internal_error", f"{tool.name} ran longer than {TOOL_TIME_LIMIT_S:g} s")
+    return ToolError("internal_error", f"{what}: {e}")
+
+
 def _run(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     """(value, JSON output) of a successful call; any failure raises ToolError with the world unchanged."""
+    world.deadline = time.monotonic() + TOOL_TIME_LIMIT_S
+    try:
+        return _run_unbounded(world, tool, args)
+    finally:
+        world.deadline = None
+
+
+def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     params = validate_arguments(tool, args)
     conn = world.conn
     try:
@@ -116,7 +166,7 @@ def _run(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
             try:
                 ok = _holds(conn, c, params)
             except sqlite3.Error as e:
-                raise ToolError("internal_error", f"precondition could not run: {e}") from None
+                raise _db_error(tool, e, "precondition could not run") from None
             if not ok:
                 raise _fail(c, params, f"precondition failed for {tool.name}")
         if tool.kind == "read" and tool.implementation.kind == "sql" and not tool.effects:
@@ -136,7 +186,8 @@ def _run(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
             api = WorldAPI(conn, world.clock)
             conn.set_authorizer(_deny_escapes)
             try:
-                value = fn(api, dict(params))
+                with _python_budget(world.deadline or time.monotonic() + TOOL_TIME_LIMIT_S):
+                    value = fn(api, dict(params))
             finally:
                 conn.set_authorizer(None)
         for stmt in tool.effects:
@@ -159,9 +210,12 @@ def _run(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     except sqlite3.IntegrityError as e:
         _rollback(conn)
         raise ToolError("constraint_violation", f"{tool.name} would break a data constraint: {e}") from None
+    except _Timeout:
+        _rollback(conn)
+        raise ToolError("internal_error", f"{tool.name} ran longer than {TOOL_TIME_LIMIT_S:g} s") from None
     except sqlite3.Error as e:
         _rollback(conn)
-        raise ToolError("internal_error", f"{tool.name} failed in the database: {e}") from None
+        raise _db_error(tool, e, f"{tool.name} failed in the database") from None
     except Exception as e:  # noqa: BLE001 - tool code is untrusted; contain everything
         _rollback(conn)
         raise ToolError("internal_error", f"{tool.name} raised {type(e).__name__}: {str(e)[:500]}") from None
@@ -205,7 +259,7 @@ def _returns(conn: sqlite3.Connection, tool: ToolSpec, params: dict[str, Any]) -
     try:
         return _shape(conn.execute(tool.returns.query, params), tool.returns.mode)
     except sqlite3.Error as e:
-        raise ToolError("internal_error", f"returns query failed: {e}") from None
+        raise _db_error(tool, e, "returns query failed") from None
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -110,6 +111,8 @@ class World:
         self.conn = conn
         self._snap: bytes | None = None
         self._base: _HashBase | None = None
+        self.deadline: float | None = None
+        conn.set_progress_handler(self._over_deadline, 20_000)
 
     @staticmethod
     def _connect() -> sqlite3.Connection:
@@ -129,6 +132,11 @@ class World:
         world = cls(spec, conn)
         world._snap = data if type(data) is bytes else None
         return world
+
+    def _over_deadline(self) -> int:
+        """SQLite's progress handler: a non-zero answer interrupts the running statement. The tool
+        runtime sets ``deadline`` for the length of one call, so runaway SQL cannot hang an episode."""
+        return 1 if self.deadline is not None and time.monotonic() > self.deadline else 0
 
     # --- data -----------------------------------------------------------------
     @property
