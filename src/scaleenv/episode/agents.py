@@ -38,8 +38,8 @@ class AgentContext:
 
 
 @dataclass
-class AgentOptions:
-    """Settings for building agents (picklable; shared by every worker)."""
+class EndpointOptions:
+    """How to reach an OpenAI-compatible model (picklable; shared by every worker)."""
 
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
@@ -48,8 +48,14 @@ class AgentOptions:
     max_tokens: int | None = None
     timeout: float = 120.0
     max_retries: int = 2
-    parallel_tool_calls: bool = True
     seed: int | None = None
+
+
+@dataclass
+class AgentOptions(EndpointOptions):
+    """Settings for building agents."""
+
+    parallel_tool_calls: bool = True
     random_calls: int = 12
     extra_body: dict[str, Any] = field(default_factory=dict)
 

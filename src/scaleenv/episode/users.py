@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from scaleenv.episode.agents import EndpointOptions
 from scaleenv.episode.trajectory import STOP
 from scaleenv.errors import ScaleEnvError
 from scaleenv.tasks.model import Task
@@ -34,15 +35,9 @@ class UserContext:
 
 
 @dataclass
-class UserOptions:
-    base_url: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    system_prompt: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    timeout: float = 120.0
-    max_retries: int = 2
-    seed: int | None = None
+class UserOptions(EndpointOptions):
+    """Settings for building simulated users."""
+
     patience: int = 2
     extra_body: dict[str, Any] = field(default_factory=dict)
 
