@@ -70,21 +70,11 @@ def test_validation_rejects_escapes_and_internal_tables():
         assert needle in hits[0], (stmt, hits)
 
 
-def test_runaway_tools_are_stopped_and_leave_the_world_unchanged(monkeypatch):
+def test_runaway_sql_is_stopped_and_leaves_the_world_unchanged(monkeypatch):
     from scaleenv.tools import runtime
 
     monkeypatch.setattr(runtime, "TOOL_TIME_LIMIT_S", 0.2)
     data = copy.deepcopy(SPEC)
-    vip = next(t for t in data["tools"] if t["name"] == "set_vip")
-    vip["implementation"]["source"] = (
-        "def run(db, args):\n"
-        "    db.execute('UPDATE customers SET vip = 1 WHERE id = :c', {'c': args['customer_id']})\n"
-        "    while True:\n"
-        "        try:\n"
-        "            x = 1\n"
-        "        except:\n"
-        "            pass\n"
-    )
     search = next(t for t in data["tools"] if t["name"] == "search_books")
     search["returns"]["query"] = (
         "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) "
@@ -94,8 +84,6 @@ def test_runaway_tools_are_stopped_and_leave_the_world_unchanged(monkeypatch):
     s = DomainSpec.model_validate(data)
     ep = Episode(s, world().snapshot())
     before = ep.state_hash()
-    r = ep.call_tool("set_vip", {"customer_id": "C002", "vip": True})
-    assert not r.ok and r.error == "internal_error" and "longer than" in r.message
     r = ep.call_tool("search_books", {})
     assert not r.ok and r.error == "internal_error" and "longer than" in r.message
     assert ep.state_hash() == before

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -108,45 +107,7 @@ def run_tool(world: World, tool: ToolSpec, args: Any) -> Any:
 
 
 TOOL_TIME_LIMIT_S = 2.0
-"""Wall-clock budget of one tool call: SQL is interrupted and Python tool code is stopped past it."""
-
-
-TRACE_BUDGET = True
-"""Enforce the budget on Python tool code with a line tracer. The sandbox child turns this off: it has
-its own CPU and wall-clock limits and forbids ``sys.settrace``."""
-
-
-class _Timeout(BaseException):  # noqa: N818 - not an Exception, so tool code's `except Exception` can't swallow it
-    pass
-
-
-@contextlib.contextmanager
-def _python_budget(deadline: float):
-    """Stop Python tool code that runs past ``deadline`` (checked every 1,000 traced lines)."""
-    if not TRACE_BUDGET:
-        yield
-        return
-    previous = sys.gettrace()
-    count = 0
-    expired = False
-
-    def local(frame: Any, event: str, arg: Any) -> Any:
-        nonlocal count, expired
-        if event == "line":
-            count += 1
-            if expired or (count % 1000 == 0 and time.monotonic() > deadline):
-                expired = True  # from now on every line raises, so a bare `except:` cannot keep it alive
-                raise _Timeout
-        return local
-
-    def tracer(frame: Any, event: str, arg: Any) -> Any:
-        return local
-
-    sys.settrace(tracer)
-    try:
-        yield
-    finally:
-        sys.settrace(previous)
+"""Wall-clock budget of the SQL of one tool call: SQLite interrupts statements past it."""
 
 
 def _db_error(tool: ToolSpec, e: sqlite3.Error, what: str) -> ToolError:
@@ -194,8 +155,7 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
             api = WorldAPI(conn, world.clock)
             conn.set_authorizer(_deny_escapes)
             try:
-                with _python_budget(world.deadline or time.monotonic() + TOOL_TIME_LIMIT_S):
-                    value = fn(api, dict(params))
+                value = fn(api, dict(params))
             finally:
                 conn.set_authorizer(None)
         for stmt in tool.effects:
@@ -218,9 +178,6 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     except sqlite3.IntegrityError as e:
         _rollback(conn)
         raise ToolError("constraint_violation", f"{tool.name} would break a data constraint: {e}") from None
-    except _Timeout:
-        _rollback(conn)
-        raise ToolError("internal_error", f"{tool.name} ran longer than {TOOL_TIME_LIMIT_S:g} s") from None
     except sqlite3.Error as e:
         _rollback(conn)
         raise _db_error(tool, e, f"{tool.name} failed in the database") from None

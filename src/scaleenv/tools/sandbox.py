@@ -158,9 +158,6 @@ def _confine(limits: SandboxLimits) -> None:
         lim(resource.RLIMIT_FSIZE, 0)
         if hasattr(resource, "RLIMIT_NPROC") and os.geteuid() != 0:
             lim(resource.RLIMIT_NPROC, 0)
-    from scaleenv.tools import runtime
-
-    runtime.TRACE_BUDGET = False  # the limits above bound the child; it forbids sys.settrace
     sys.addaudithook(_audit)
 
 
