@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def run(quick: bool = False) -> dict[str, float]:
-    from scaleenv.build import BuildConfig, prepare_out, run_build
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
     from scaleenv.synth.procedural.blueprint import PAPER_TRAINING_DOMAINS, catalog
     from scaleenv.synth.procedural.domain import build_domain
 

@@ -72,8 +72,8 @@ def _wall(cmd: list[str], reps: int) -> float:
 
 
 def run(quick: bool = False) -> dict[str, float]:
-    from scaleenv.episode import Episode
-    from scaleenv.spec import validate_spec
+    from scaleenv.env import Episode
+    from scaleenv.validation import validate_spec
     from scaleenv.world import World
 
     rw = _sibling("retail_world")

@@ -29,7 +29,7 @@ from typing import Any
 
 
 def _build(root: Path, tasks: int) -> Path:
-    from scaleenv.build import BuildConfig, prepare_out, run_build
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 
     out = root / "universe"
     cfg = BuildConfig(out=out, domains=["pet_care", "wedding_planning"], tasks_per_domain=tasks)
@@ -41,7 +41,7 @@ def _build(root: Path, tasks: int) -> Path:
 def _throughput(universe: Path, tmp: Path, executor_kind: str, trials: int,
                 repeats: int) -> tuple[float, float, float, float]:
     from scaleenv.parallel import make_executor
-    from scaleenv.rollout import RolloutConfig, RolloutWorker, make_job, run_rollout
+    from scaleenv.run.rollout import RolloutConfig, RolloutWorker, make_job, run_rollout
     from scaleenv.universe import Universe
 
     def cfg(n: int, tag: str) -> RolloutConfig:
@@ -71,7 +71,7 @@ def _ray_overhead(universe: Path, episodes: int, repeats: int) -> tuple[float, f
     import ray
 
     from scaleenv.parallel.ray_executor import RayExecutor
-    from scaleenv.rollout import RolloutConfig, RolloutWorker, _batches, make_job, unit_seed
+    from scaleenv.run.rollout import RolloutConfig, RolloutWorker, _batches, make_job, unit_seed
     from scaleenv.universe import Universe
 
     u = Universe(universe)

@@ -11,7 +11,7 @@ import json
 import random
 from typing import Any
 
-from scaleenv.spec.models import DomainSpec
+from scaleenv.formats.domain import DomainSpec
 
 _ORDER_STATUS = ["pending", "processed", "delivered", "cancelled", "return requested", "exchange requested"]
 _ADDRESS = ["address1", "address2", "city", "state", "country", "zip"]

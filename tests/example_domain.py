@@ -3,7 +3,7 @@ generated ids, a Python-implemented tool, semantic/exempt match policies)."""
 
 from __future__ import annotations
 
-from scaleenv.spec.models import DomainSpec
+from scaleenv.formats.domain import DomainSpec
 
 SPEC = {
     "name": "bookshop",

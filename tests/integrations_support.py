@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from scaleenv.build import BuildConfig, prepare_out, run_build
+from scaleenv.formats.task import Task
 from scaleenv.integrations.session import answer_text, gold_calls, task_source
-from scaleenv.tasks.model import Task
+from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 
 DOMAINS = ["pet_care", "wedding_planning"]
 

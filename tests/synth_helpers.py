@@ -6,7 +6,7 @@ from functools import cache
 
 from scaleenv.synth.procedural.blueprint import catalog
 from scaleenv.synth.procedural.domain import BuiltDomain, build_domain
-from scaleenv.tasks.context import DomainContext
+from scaleenv.synth.tasks.context import DomainContext
 
 
 @cache

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scaleenv.build import BuildConfig, build_one_domain, prepare_out, run_build
 from scaleenv.cli import app
+from scaleenv.synth.build import BuildConfig, build_one_domain, prepare_out, run_build
 
 runner = CliRunner()
 

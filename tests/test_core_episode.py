@@ -7,7 +7,7 @@ import re
 import pytest
 
 import example_domain
-from scaleenv.episode import Episode
+from scaleenv.env import Episode
 from scaleenv.reward import AnswerFact
 from scaleenv.world import World
 

@@ -11,9 +11,9 @@ import pytest
 
 import example_domain
 from scaleenv.errors import SpecError
-from scaleenv.spec import DomainSpec, validate_spec
-from scaleenv.spec.models import TOOL_NAME_RE, json_schema
-from scaleenv.spec.validate import spec_problems
+from scaleenv.formats.domain import TOOL_NAME_RE, DomainSpec, json_schema
+from scaleenv.validation import validate_spec
+from scaleenv.validation.spec import spec_problems
 
 
 def _tool(spec: dict[str, Any], name: str) -> dict[str, Any]:
@@ -371,7 +371,7 @@ def test_content_hash_is_stable_across_processes() -> None:
 
 
 def test_write_and_load_spec_file(tmp_path) -> None:
-    from scaleenv.spec.io import load_spec_file, write_spec_file
+    from scaleenv.validation.io import load_spec_file, write_spec_file
 
     spec = example_domain.spec()
     path = tmp_path / "bookshop.json"

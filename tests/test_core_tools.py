@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import example_domain
-from scaleenv.episode import Episode
+from scaleenv.env import Episode
 from scaleenv.errors import ToolError
-from scaleenv.spec import DomainSpec
+from scaleenv.formats.domain import DomainSpec
 from scaleenv.tools import execute_tool, validate_arguments
 from scaleenv.tools.runtime import run_tool
 from scaleenv.world.ddl import next_id_query

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import example_domain
 from scaleenv.errors import WorldError
-from scaleenv.spec import DomainSpec
+from scaleenv.formats.domain import DomainSpec
 from scaleenv.world import World
 from scaleenv.world.world import norm_value
 

@@ -98,7 +98,7 @@ def test_tau2_tasks_replay_to_gold(tmp_path):
 
 def test_tau2_results_shape(tmp_path):
     from scaleenv.integrations.tau2 import tau2_results, write_tau2_results
-    from scaleenv.rollout import RolloutConfig, run_rollout
+    from scaleenv.run.rollout import RolloutConfig, run_rollout
 
     u = small_universe()
     res = run_rollout(RolloutConfig(universe=u, agent="oracle", user="scripted", out=tmp_path / "results.json"),

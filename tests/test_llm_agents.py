@@ -9,10 +9,10 @@ from typer.testing import CliRunner
 
 from llm_fixture import TOOLS, PetCareScript, canned_tests, database, implementation
 from scaleenv.cli import app
-from scaleenv.graph.build import build_graph
+from scaleenv.formats.domain import DomainSpec
 from scaleenv.llm.scripted import ScriptedChatModel
 from scaleenv.llm.session import LLMConfig, LLMSession
-from scaleenv.spec.models import DomainSpec
+from scaleenv.synth.graph.build import build_graph
 from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_chain
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.deps import judge_dependencies

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from fake_openai import FakeOpenAI
 from llm_fixture import CHAINS, DROPPED, TOOLS, PetCareScript, role_of
 from scaleenv.cli import app
-from scaleenv.tasks.model import Task
+from scaleenv.formats.task import Task
 
 runner = CliRunner()
 LLM_CONFIG = {"backoff": 0.01, "concurrency": 2,

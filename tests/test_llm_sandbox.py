@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from scaleenv.spec.models import DomainSpec, ToolSpec
+from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.tools.sandbox import (
     SandboxLimits,
     run_source_in_sandbox,

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scaleenv.build import BuildConfig, prepare_out, run_build
 from scaleenv.cli import app
-from scaleenv.episode.agents import Agent, make_agent
-from scaleenv.episode.loop import run_episode, solo_request
-from scaleenv.episode.trajectory import STOP
-from scaleenv.episode.users import ScriptedUser, UserContext, asked_facts, fact_phrases, make_user
-from scaleenv.rollout import RolloutConfig, RolloutError, RolloutInterrupted, run_rollout
-from scaleenv.tasks.load import TaskLoader
+from scaleenv.env.agents import Agent, make_agent
+from scaleenv.env.cache import TaskLoader
+from scaleenv.env.loop import run_episode, solo_request
+from scaleenv.env.users import ScriptedUser, UserContext, asked_facts, fact_phrases, make_user
+from scaleenv.formats.trajectory import STOP
+from scaleenv.run.rollout import RolloutConfig, RolloutError, RolloutInterrupted, run_rollout
+from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 from scaleenv.universe import Universe
 
 runner = CliRunner()

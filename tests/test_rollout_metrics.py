@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from scaleenv.metrics import avg_at_k, pass_at_k, pass_hat_k, summarize
+from scaleenv.run.metrics import avg_at_k, pass_at_k, pass_hat_k, summarize
 
 
 @pytest.mark.parametrize(

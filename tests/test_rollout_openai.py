@@ -15,13 +15,13 @@ from typer.testing import CliRunner
 
 pytest.importorskip("openai")
 
-from scaleenv.build import BuildConfig, prepare_out, run_build  # noqa: E402
 from scaleenv.cli import app  # noqa: E402
-from scaleenv.episode.agents import AgentOptions  # noqa: E402
-from scaleenv.episode.trajectory import STOP  # noqa: E402
-from scaleenv.episode.users import UserOptions  # noqa: E402
-from scaleenv.rollout import RolloutConfig, run_rollout  # noqa: E402
-from scaleenv.tasks.chain import resolve_args  # noqa: E402
+from scaleenv.env.agents import AgentOptions  # noqa: E402
+from scaleenv.env.users import UserOptions  # noqa: E402
+from scaleenv.formats.trajectory import STOP  # noqa: E402
+from scaleenv.run.rollout import RolloutConfig, run_rollout  # noqa: E402
+from scaleenv.synth.build import BuildConfig, prepare_out, run_build  # noqa: E402
+from scaleenv.tools.chain import resolve_args  # noqa: E402
 from scaleenv.universe import Universe  # noqa: E402
 
 runner = CliRunner()
@@ -209,9 +209,13 @@ def test_openai_agent_and_openai_user_converse(universe, tmp_path):
     rec = res["records"][0]
     assert rec["user"] == "openai:user-model" and rec["messages"][1]["role"] == "user"
     assert rec["usage"]["user_completion_tokens"] > 0
-    system = user_bodies[0]["messages"][0]["content"]
     task = next(t for t in tasks if t.id == rec["task_id"])
-    assert task.user_profile["persona"] in system and STOP in system
+    # requests arrive in whatever order the episodes run: find this record's user by its own profile
+    systems = [b["messages"][0]["content"] for b in user_bodies]
+    mine = [s for s in systems if task.user_profile["persona"] in s and all(g in s for g in task.user_profile["goals"])]
+    assert mine, "no user request carries this task's persona and goals"
+    system = mine[0]
+    assert STOP in system
     for fact in task.user_profile["withheld"]:
         assert "ONLY if the agent asks" in system and f"{fact}: " in system.split("ONLY if the agent asks")[1]
     # roles are flipped for the user model: the agent's text arrives as "user", its own lines as "assistant"

@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 ray = pytest.importorskip("ray")
 
-from scaleenv.build import BuildConfig, prepare_out, run_build  # noqa: E402
 from scaleenv.cli import app  # noqa: E402
-from scaleenv.rollout import RolloutConfig, run_rollout  # noqa: E402
+from scaleenv.run.rollout import RolloutConfig, run_rollout  # noqa: E402
+from scaleenv.synth.build import BuildConfig, prepare_out, run_build  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,7 @@ def test_cli_rollout_on_ray(universe, tmp_path, local_ray):
 
 
 def test_ray_interrupt_then_resume(universe, tmp_path, local_ray):
-    from scaleenv.rollout import RolloutInterrupted
+    from scaleenv.run.rollout import RolloutInterrupted
 
     cfg = RolloutConfig(universe=universe, agent="random", executor="ray", workers=2, trials=2, out=tmp_path / "r.json")
     seen = []

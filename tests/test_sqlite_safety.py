@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 
 from example_domain import SPEC, spec, world
-from scaleenv.episode import Episode
-from scaleenv.spec.models import DomainSpec
-from scaleenv.spec.validate import spec_problems
+from scaleenv.env import Episode
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.validation.spec import spec_problems
 from scaleenv.world.world import World
 
 

@@ -6,13 +6,13 @@ import contextlib
 
 import pytest
 
+from scaleenv.env.cache import build_worlds, make_episode
+from scaleenv.formats.task import chain_to_python
 from scaleenv.synth.procedural.blueprint import catalog
-from scaleenv.tasks.chain import run_chain
-from scaleenv.tasks.gates import play_gold, run_gates
-from scaleenv.tasks.generate import ChainConfig, TaskRejected, generate_task
-from scaleenv.tasks.load import build_worlds, make_episode
-from scaleenv.tasks.model import chain_to_python
-from scaleenv.tasks.state import apply_patch
+from scaleenv.synth.tasks.gates import play_gold, run_gates
+from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected, generate_task
+from scaleenv.tools.chain import run_chain
+from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
 from synth_helpers import context
 
@@ -121,8 +121,8 @@ def test_withheld_facts_are_not_spelled_out_in_the_goals():
 
 
 def test_task_loader_cache_is_bounded(tmp_path):
-    from scaleenv.build import BuildConfig, prepare_out, run_build
-    from scaleenv.tasks.load import TaskLoader
+    from scaleenv.env.cache import TaskLoader
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
     from scaleenv.universe import Universe
 
     cfg = BuildConfig(out=tmp_path / "u", domains=["pet_care"], tasks_per_domain=3, seed=2)

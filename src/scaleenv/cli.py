@@ -33,7 +33,7 @@ def _emit(obj: object) -> None:
 def validate(path: Path = typer.Argument(..., help="A domain spec JSON file, or a universe directory.")) -> None:
     """Check a domain spec file (or every spec and task file of a universe directory)."""
     from scaleenv.errors import ScaleEnvError, SpecError
-    from scaleenv.spec.io import load_spec_file
+    from scaleenv.validation.io import load_spec_file
 
     if not path.exists():
         fail(f"{path} does not exist; pass a domain spec .json file or a universe directory")
@@ -149,7 +149,7 @@ def build(
     m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", chain_length)
     if not m or not 2 <= int(m.group(1)) <= int(m.group(2)) <= 12:
         fail(f"--chain-length must look like 3-8 (MIN-MAX, 2 <= MIN <= MAX <= 12), got {chain_length!r}")
-    from scaleenv.build import BuildConfig, prepare_out, run_build
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 
     cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains, bare=llm_cfg is not None),
                       tasks_per_domain=tasks_per_domain, seed=seed, scale=scale, resume=resume, executor=executor,
@@ -264,10 +264,10 @@ def rollout(
     import importlib.util
     import os
 
-    from scaleenv.episode.agents import AgentOptions
-    from scaleenv.episode.users import UserOptions
+    from scaleenv.env.agents import AgentOptions
+    from scaleenv.env.users import UserOptions
     from scaleenv.errors import ScaleEnvError
-    from scaleenv.rollout import RolloutConfig, RolloutInterrupted, RolloutProgress, run_rollout
+    from scaleenv.run.rollout import RolloutConfig, RolloutInterrupted, RolloutProgress, run_rollout
 
     if not path.is_dir():
         fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
@@ -311,7 +311,7 @@ def rollout(
     if as_json:
         _emit({k: v for k, v in results.items() if k not in ("simulations", "tasks")})
         return
-    from scaleenv.rollout import print_rollout_table
+    from scaleenv.run.rollout import print_rollout_table
 
     print_rollout_table(results)
     t = results["timings"]

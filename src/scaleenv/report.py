@@ -51,9 +51,9 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
 
 def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
     """Re-run every gate on every task: gold 1.0, no-op 0, random 0, write-everything hack 0."""
+    from scaleenv.env.cache import TaskLoader
     from scaleenv.errors import UniverseError
-    from scaleenv.tasks.gates import run_gates
-    from scaleenv.tasks.load import TaskLoader
+    from scaleenv.synth.tasks.gates import run_gates
 
     u = Universe(path)
     seed = u.manifest.get("build", {}).get("seed", 0) if seed is None else seed
@@ -95,7 +95,7 @@ def universe_report(path: str | Path, results: str | Path | None = None) -> str:
     from collections import Counter
     from html import escape
 
-    from scaleenv.tasks.model import chain_to_python
+    from scaleenv.formats.task import chain_to_python
     from scaleenv.universe import read_json
 
     u = Universe(path)

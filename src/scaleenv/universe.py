@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from scaleenv.errors import SpecError, UniverseError
-from scaleenv.spec.models import DomainSpec
-from scaleenv.tasks.model import Task
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Task
 from scaleenv.utils.fs import atomic_write_bytes, atomic_write_text
 
 FORMAT = "scaleenv-universe/1"
@@ -145,7 +145,7 @@ def write_domain(root: Path, built: Any) -> None:
 
 def validate_universe(root: str | Path) -> str:
     """Check every spec and task file of a universe; return a one-line summary or raise."""
-    from scaleenv.spec.validate import validate_spec
+    from scaleenv.validation.spec import validate_spec
 
     u = Universe(root)
     n_tasks = 0

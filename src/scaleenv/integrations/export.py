@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from scaleenv.formats.task import Task
 from scaleenv.integrations.session import (
     USER_TOOL_SCHEMA,
     IntegrationError,
@@ -28,7 +29,6 @@ from scaleenv.integrations.session import (
     opening_messages,
     task_source,
 )
-from scaleenv.tasks.model import Task
 
 FORMATS = ("verl", "trl", "skyrl", "verifiers", "jsonl", "tau2")
 PARQUET_FORMATS = ("verl", "trl", "skyrl", "verifiers")

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scaleenv.formats.task import Task
 from scaleenv.integrations.session import (
     EVALUATE_TOOL,
     RESERVED_NAMES,
@@ -34,7 +35,6 @@ from scaleenv.integrations.session import (
     TaskSource,
     task_source,
 )
-from scaleenv.tasks.model import Task
 
 TRANSPORTS = ("stdio", "http")
 RESOURCE_PREFIX = "scaleenv://task/"

@@ -3,7 +3,7 @@
 Tool-only frameworks (TRL, OpenEnv, MCP, SkyRL, verl's tool path) have no user turn, so the
 simulated user is a tool, :data:`USER_TOOL` (``send_message_to_user(message) -> reply``). What the
 agent sends through it is what the answer facts are checked against. In ``conversational`` mode the
-scripted user (:class:`scaleenv.episode.users.ScriptedUser`) replies and may end the conversation;
+scripted user (:class:`scaleenv.env.users.ScriptedUser`) replies and may end the conversation;
 in ``solo`` mode the opening message carries the whole request and the tool only records the
 agent's report.
 
@@ -24,11 +24,11 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
-from scaleenv.episode.episode import Episode
+from scaleenv.env.episode import Episode
 from scaleenv.errors import ScaleEnvError, UniverseError
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Task
 from scaleenv.reward.state import Reward
-from scaleenv.spec.models import DomainSpec
-from scaleenv.tasks.model import Task
 from scaleenv.tools.runtime import ToolResult, dumps, error_output
 
 USER_TOOL = "send_message_to_user"
@@ -131,7 +131,7 @@ class TaskSource:
         return task
 
     def worlds(self, task: Task) -> Any:
-        from scaleenv.tasks.load import build_worlds
+        from scaleenv.env.cache import build_worlds
 
         key = (task.id, task.chain_hash() + str(task.verification.get("initial_hash")))
         with self._lock:
@@ -171,7 +171,7 @@ def task_source(root: str | Path | None = None) -> TaskSource:
 
 def system_prompt(task: Task, spec: DomainSpec | None, mode: str = "conversational", *, user_tool: bool = True) -> str:
     """The agent's system prompt (the rollout agents' default, plus how to reach the user)."""
-    from scaleenv.episode.agents import DEFAULT_SYSTEM_PROMPT, SOLO_SUFFIX
+    from scaleenv.env.agents import DEFAULT_SYSTEM_PROMPT, SOLO_SUFFIX
 
     domain = task.domain.replace("_", " ")
     description = (spec.description if spec is not None and spec.description else domain)
@@ -185,10 +185,10 @@ def opening_request(task: Task, mode: str = "conversational") -> str:
     """The first user message: the scripted user's request (withheld facts hidden) or, in solo mode,
     the whole request with every fact."""
     if mode == "solo":
-        from scaleenv.episode.loop import solo_request
+        from scaleenv.env.loop import solo_request
 
         return solo_request(task)
-    from scaleenv.episode.users import ScriptedUser, UserContext
+    from scaleenv.env.users import ScriptedUser, UserContext
 
     user = ScriptedUser()
     user.reset(UserContext(task=task, rng=random.Random(0)))
@@ -232,7 +232,7 @@ class Session:
 
     # ------------------------------------------------------------------ lifecycle
     def reset(self) -> None:
-        from scaleenv.episode.users import ScriptedUser, UserContext
+        from scaleenv.env.users import ScriptedUser, UserContext
 
         self.episode.reset()
         self.done = False
@@ -291,7 +291,7 @@ class Session:
 
     def message_user(self, text: str) -> str:
         """Deliver a message to the user (recorded for the answer facts); return the user's reply."""
-        from scaleenv.episode.trajectory import STOP
+        from scaleenv.formats.trajectory import STOP
 
         self.episode.say(text)
         self.transcript.append({"role": "assistant", "content": text})
@@ -382,13 +382,13 @@ def session_from_row(row: Mapping[str, Any], *, universe: str | Path | None = No
 
 def gold_calls(task: Task, outputs: list[Any]) -> list[tuple[str, dict[str, Any]]]:
     """The gold chain with every reference resolved against the recorded outputs (literal calls)."""
-    from scaleenv.tasks.chain import resolve_args
+    from scaleenv.tools.chain import resolve_args
 
     return [(c.tool, resolve_args(c, outputs, i)) for i, c in enumerate(task.gold_chain)]
 
 
 def answer_text(task: Task) -> str:
     """A message that states every answer fact (what the oracle tells the user)."""
-    from scaleenv.tasks.gates import state_facts
+    from scaleenv.synth.tasks.gates import state_facts
 
     return state_facts(task) or "Your request has been completed."

@@ -29,7 +29,7 @@ def _build() -> type:
         from skyrl_gym.envs.base_text_env import BaseTextEnv
     except ImportError:
         raise IntegrationError("the SkyRL env needs skyrl-gym: pip install 'scaleenv[skyrl]'") from None
-    from scaleenv.episode.trajectory import STOP
+    from scaleenv.formats.trajectory import STOP
     from scaleenv.integrations.verl import parse_hermes_calls
 
     class ScaleEnvSkyRL(BaseTextEnv):

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from scaleenv.formats.task import Task
 from scaleenv.integrations.session import (
     IntegrationError,
     TaskSource,
@@ -31,7 +32,6 @@ from scaleenv.integrations.session import (
     task_source,
 )
 from scaleenv.reward.state import Reward
-from scaleenv.tasks.model import Task
 
 TERMINATION = {"user_done": "user_stop", "agent_stop": "agent_stop", "max_turns": "max_steps", "error": "agent_error"}
 
@@ -54,7 +54,7 @@ def _fmt(v: Any) -> str:
 
 def tau2_task(source: TaskSource, task: Task) -> dict[str, Any]:
     """The tau2-bench ``Task`` JSON of a scaleenv task."""
-    from scaleenv.episode.loop import solo_request
+    from scaleenv.env.loop import solo_request
 
     worlds = source.worlds(task)
     profile = task.user_profile or {}

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from scaleenv.formats.domain import Param, ToolSpec
 from scaleenv.integrations.session import (
     RESERVED_NAMES,
     USER_TOOL,
@@ -33,7 +34,6 @@ from scaleenv.integrations.session import (
     session_from_row,
     task_source,
 )
-from scaleenv.spec.models import Param, ToolSpec
 
 _BASE_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 

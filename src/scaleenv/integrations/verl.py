@@ -54,7 +54,7 @@ def parse_hermes_calls(text: str) -> tuple[str, list[tuple[str, Any]]]:
 
 def replay_completion(session: Session, text: str) -> None:
     """Play a single completion: each hermes tool call in order, then say the remaining text."""
-    from scaleenv.episode.trajectory import STOP
+    from scaleenv.formats.trajectory import STOP
 
     rest, calls = parse_hermes_calls(text)
     for name, args in calls:
@@ -112,7 +112,7 @@ def _build_loop_class() -> type:
         raise IntegrationError(f"the verl agent loop needs verl 0.9: pip install 'scaleenv[verl]' ({e})") from None
     from uuid import uuid4
 
-    from scaleenv.episode.trajectory import STOP
+    from scaleenv.formats.trajectory import STOP
     from scaleenv.tools.runtime import error_output
 
     class _EpisodeTool:

@@ -46,7 +46,7 @@ def _context() -> Any:
         return mp.get_context("fork")
     if "forkserver" in methods:
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["scaleenv.rollout"])
+        ctx.set_forkserver_preload(["scaleenv.run.rollout"])
         return ctx
     return mp.get_context()
 

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from rapidfuzz import fuzz
 
+from scaleenv.formats.task import AnswerFact
 from scaleenv.reward.match import normalize_text
 
 _NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 """A number that stands alone: the digits of an id such as ``O002`` or ``#W1000007`` are not numbers."""
 
 
-class AnswerFact(BaseModel):
-    """A value the agent must state. ``name`` says what it is (for diffs and instructions)."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    value: Any
 
 
 _WORDS = {w: float(i) for i, w in enumerate(

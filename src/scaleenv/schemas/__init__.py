@@ -10,8 +10,8 @@ HERE = Path(__file__).parent
 
 
 def schemas() -> dict[str, dict[str, Any]]:
-    from scaleenv.spec.models import DomainSpec
-    from scaleenv.tasks.model import Task
+    from scaleenv.formats.domain import DomainSpec
+    from scaleenv.formats.task import Task
 
     return {
         "domain_spec.schema.json": {"$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from scaleenv.errors import ToolError
-from scaleenv.spec.models import Param, ToolSpec
+from scaleenv.formats.domain import Param, ToolSpec
 
 _MAX_STRING = 10_000
 _MAX_ARRAY = 1_000

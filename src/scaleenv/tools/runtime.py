@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaleenv.errors import ToolError
-from scaleenv.spec.models import Contract, Generated, ToolSpec
+from scaleenv.formats.domain import Contract, Generated, ToolSpec
 from scaleenv.tools.args import validate_arguments
 from scaleenv.tools.pyimpl import WorldAPI, compile_python_tool
 from scaleenv.world.ddl import next_id_query

@@ -9,8 +9,8 @@ import re
 from typing import Any
 
 from scaleenv.errors import ToolError
-from scaleenv.spec.models import Param, ToolSpec
-from scaleenv.spec.sqlinfo import sql_params
+from scaleenv.formats.domain import Param, ToolSpec
+from scaleenv.formats.sqlinfo import sql_params
 from scaleenv.tools.args import _check_param, validate_arguments
 from scaleenv.tools.runtime import bind_params, first_failing_precondition
 from scaleenv.utils.dates import shift_iso

@@ -186,7 +186,7 @@ def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
 
 _CTX: Any = None
 _CTX_LOCK = threading.Lock()
-_PRELOAD = ["scaleenv.tools.sandbox", "scaleenv.synth.testing", "scaleenv.tools.runtime", "scaleenv.world.world"]
+_PRELOAD = ["scaleenv.tools.sandbox", "scaleenv.tools.testing", "scaleenv.tools.runtime", "scaleenv.world.world"]
 _MAIN_ENV = "SCALEENV_SANDBOX_MAIN"
 
 
@@ -350,7 +350,7 @@ def vet_sql(conn: sqlite3.Connection, sql: str) -> list[str]:
     """Problems of one SQL snippet of generated code, found by preparing it under a strict
     authorizer: no schema changes, transactions, ATTACH, PRAGMA, recursion or file functions, and no
     nondeterministic functions (``random()`` would make verification unrepeatable)."""
-    from scaleenv.spec.sqlinfo import sql_params, strict_identifiers
+    from scaleenv.formats.sqlinfo import sql_params, strict_identifiers
 
     refused: list[str] = []
 
@@ -385,7 +385,7 @@ def vet_sql(conn: sqlite3.Connection, sql: str) -> list[str]:
 
 def vet_tool(spec: Any, tool: Any) -> list[str]:
     """Static problems of a generated tool's code (SQL and Python), as ``path: reason`` strings."""
-    from scaleenv.spec.validate import tool_sql
+    from scaleenv.validation.spec import tool_sql
     from scaleenv.world.world import World
 
     problems: list[str] = []
@@ -407,8 +407,8 @@ def _test_tool_job(spec_json: str, fixture: bytes, seed: int, cases: list[dict[s
     """Inside the sandbox: the procedural tests of the spec's only tool, then its LLM test cases."""
     import random
 
-    from scaleenv.spec.models import DomainSpec
-    from scaleenv.synth.testing import test_tool
+    from scaleenv.formats.domain import DomainSpec
+    from scaleenv.tools.testing import test_tool
     from scaleenv.world.world import World
 
     spec = DomainSpec.model_validate_json(spec_json)
@@ -422,8 +422,8 @@ def run_cases(world: Any, tool: Any, fixture: bytes, cases: list[dict[str, Any]]
     """Classify LLM-written test cases like the procedural tester: a positive case must succeed (a
     write must change the world, a read must not); a negative case must fail with its declared
     error and leave the world unchanged."""
-    from scaleenv.synth.testing import ANTICIPATED, SUCCESS, UNEXPECTED, TestResult
     from scaleenv.tools.runtime import execute_tool
+    from scaleenv.tools.testing import ANTICIPATED, SUCCESS, UNEXPECTED, TestResult
 
     out: list[TestResult] = []
     for case in cases:
@@ -466,7 +466,7 @@ def test_tool_sandboxed(spec: Any, tool: Any, fixture: bytes, seed: int = 0,
 
     A tool that breaks the sandbox's rules gets a report with one unexpected failure saying why.
     """
-    from scaleenv.synth.testing import UNEXPECTED, TestResult, ToolReport
+    from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
 
     one = spec.model_copy(update={"tools": [tool]})
     outcome = run_in_sandbox(_test_tool_job, (one.model_dump_json(), fixture, seed, list(cases or [])), limits)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from scaleenv.spec.models import Column, DomainSpec, Table
+from scaleenv.formats.domain import Column, DomainSpec, Table
 
 _AFFINITY = {
     "text": "TEXT",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaleenv.errors import WorldError
-from scaleenv.spec.models import DomainSpec, Table
+from scaleenv.formats.domain import DomainSpec, Table
 from scaleenv.world.ddl import CHANGES_TABLE, META_TABLE, quote_ident, schema_ddl
 
 

@@ -3,7 +3,7 @@
 Phase 1 (:func:`synthesize_domain`) returns a :class:`~scaleenv.synth.procedural.domain.BuiltDomain`
 exactly like the procedural back end, and Phase 2 writes tasks in the same format, judged by the
 same verification and gates, so ``scaleenv check`` treats both alike. :func:`build_llm_domain` is
-the hook ``scaleenv.build.build_one_domain`` calls when the build config carries ``llm``.
+the hook ``scaleenv.synth.build.build_one_domain`` calls when the build config carries ``llm``.
 
 Extra files per domain: ``tokens.json`` (token accounting per role, phase and task: what building
 the domain took, cached answers included) and ``llm_runs.jsonl`` (per run: requests, retries, cache
@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from scaleenv.errors import ScaleEnvError
+from scaleenv.formats.domain import DomainSpec
 from scaleenv.llm.accounting import merge_domain_summaries
 from scaleenv.llm.base import ChatModel, LLMError, LLMOutputError
 from scaleenv.llm.session import LLMConfig, LLMSession, default_cache_dir
-from scaleenv.spec.models import DomainSpec
-from scaleenv.spec.validate import validate_spec
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.deps import dependency_graph
 from scaleenv.synth.llm.design import design_database, design_tools, domain_profile, slug
@@ -32,7 +31,8 @@ from scaleenv.synth.llm.filter import check_domain
 from scaleenv.synth.llm.implement import ToolImplementer
 from scaleenv.synth.llm.seedrows import seed_world
 from scaleenv.synth.procedural.domain import BuiltDomain
-from scaleenv.synth.testing import tests_summary
+from scaleenv.tools.testing import tests_summary
+from scaleenv.validation.spec import validate_spec
 
 
 def synthesize_domain(name: str, ask: Any, seed: int = 0, scale: float = 1.0, cfg: SynthConfig | None = None, *,
@@ -81,10 +81,10 @@ def make_session(llm: dict[str, Any], root: Path) -> LLMSession:
 
 def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any = None) -> Any:
     """Phase 1 and Phase 2 of one domain with the LLM back end; resumable like the procedural build."""
-    from scaleenv.build import DomainResult, load_phase1, run_task_attempts
+    from scaleenv.synth.build import DomainResult, load_phase1, run_task_attempts
     from scaleenv.synth.llm.tasks import generate_llm_task
-    from scaleenv.tasks.context import DomainContext
-    from scaleenv.tasks.generate import TaskRejected
+    from scaleenv.synth.tasks.context import DomainContext
+    from scaleenv.synth.tasks.generate import TaskRejected
     from scaleenv.universe import read_json, write_domain, write_json
 
     llm = dict(cfg["llm"])

@@ -7,8 +7,8 @@
 Arguments are literals or references to earlier outputs: ``sK["field"]`` (a field of step K's
 record, or of the first row of its list), ``sK[0]["field"]``, or ``pick(sK, col=value)["field"]``
 (the first row of step K's list whose columns match). The code is parsed with ``ast`` and never
-run as Python; it *is* executed as a tool chain (``scaleenv.tasks.chain.run_chain``), and
-:func:`scaleenv.tasks.model.chain_to_python` writes the same form back.
+run as Python; it *is* executed as a tool chain (``scaleenv.tools.chain.run_chain``), and
+:func:`scaleenv.formats.task.chain_to_python` writes the same form back.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import ast
 from typing import Any
 
 from scaleenv.errors import ScaleEnvError
-from scaleenv.spec.models import DomainSpec
-from scaleenv.tasks.model import Call
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Call
 
 
 class ChainCodeError(ScaleEnvError):

@@ -1,6 +1,6 @@
 """Phase 1, dependency graph: the computed graph plus the dependency agent's judged edges.
 
-The graph computed from the contracts (``scaleenv.graph.build_graph``) is exact but can only see
+The graph computed from the contracts (``scaleenv.synth.graph.build_graph``) is exact but can only see
 what the SQL says. The dependency agent judges the remaining candidate pairs (tools that share a
 table, with no computed edge yet, where the first one writes) in batches, so the number of calls
 grows with pairs / batch size rather than with pairs. Every edge keeps its ``source``: ``computed``
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleenv.graph.build import EDGE_KINDS, ToolGraph, build_graph
+from scaleenv.formats.domain import DomainSpec
 from scaleenv.llm.base import LLMOutputError
-from scaleenv.spec.models import DomainSpec
+from scaleenv.synth.graph.build import EDGE_KINDS, ToolGraph, build_graph
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import tool_sig

@@ -14,12 +14,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from scaleenv.spec.models import TOOL_NAME_RE, DomainSpec, Table
-from scaleenv.spec.validate import spec_problems
+from scaleenv.formats.domain import TOOL_NAME_RE, DomainSpec, Table
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import abstract_line
 from scaleenv.synth.llm.seedrows import id_prefixes
+from scaleenv.validation.spec import spec_problems
 
 _TYPE_ALIASES = {"str": "string", "text": "string", "int": "integer", "float": "number", "double": "number",
                  "decimal": "number", "real": "number", "bool": "boolean", "list": "array", "date": "string",

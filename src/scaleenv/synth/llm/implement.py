@@ -18,8 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scaleenv.errors import ScaleEnvError
-from scaleenv.llm.base import LLMOutputError
-from scaleenv.spec.models import (
+from scaleenv.formats.domain import (
     Contract,
     DomainSpec,
     ErrorSpec,
@@ -29,13 +28,14 @@ from scaleenv.spec.models import (
     Returns,
     ToolSpec,
 )
-from scaleenv.spec.validate import spec_problems
+from scaleenv.llm.base import LLMOutputError
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text
-from scaleenv.synth.testing import UNEXPECTED, TestResult, ToolReport
-from scaleenv.tasks.state import apply_patch
 from scaleenv.tools.sandbox import test_tool_sandboxed, vet_tool
+from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
+from scaleenv.validation.spec import spec_problems
+from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
 
 

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from scaleenv.spec.models import Column, DomainSpec, Table, ToolSpec
+from scaleenv.formats.domain import Column, DomainSpec, Table, ToolSpec
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
 
@@ -89,7 +89,7 @@ def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: 
 
 def next_ids(world: World, tables: list[str], skip: int = 0) -> dict[str, str]:
     """The first free ``PREFIX-NNNN`` id of every table (``skip`` more numbers ahead)."""
-    from scaleenv.tasks.state import next_id
+    from scaleenv.synth.tasks.state import next_id
 
     out = {}
     for t in tables:

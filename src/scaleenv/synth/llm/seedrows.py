@@ -11,8 +11,8 @@ from typing import Any
 from faker import Faker
 
 from scaleenv.errors import ScaleEnvError
-from scaleenv.spec.models import Column, DomainSpec, Table
-from scaleenv.tasks.state import table_order
+from scaleenv.formats.domain import Column, DomainSpec, Table
+from scaleenv.world.patch import table_order
 from scaleenv.world.world import World
 
 PERSON_NOUNS = {"owner", "customer", "user", "patient", "client", "member", "person", "employee", "staff",

@@ -27,25 +27,25 @@ import re
 from collections import deque
 from typing import Any
 
+from scaleenv.env.cache import TaskWorlds, make_episode
 from scaleenv.errors import ScaleEnvError
+from scaleenv.formats.domain import ToolSpec
+from scaleenv.formats.task import AnswerFact, Call, Task, chain_to_python
 from scaleenv.llm.base import LLMOutputError
 from scaleenv.llm.parse import fenced_blocks
-from scaleenv.reward.facts import AnswerFact
-from scaleenv.spec.models import ToolSpec
 from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_chain
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_sig
-from scaleenv.tasks.chain import ChainError, run_chain
-from scaleenv.tasks.context import DomainContext
-from scaleenv.tasks.expand import complexity
-from scaleenv.tasks.gates import run_gates
-from scaleenv.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
-from scaleenv.tasks.load import TaskWorlds, make_episode
-from scaleenv.tasks.model import Call, Task, chain_to_python
-from scaleenv.tasks.state import apply_patch, fresh_unique, next_id, table_order
+from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.expand import complexity
+from scaleenv.synth.tasks.gates import run_gates
+from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
+from scaleenv.synth.tasks.state import fresh_unique, next_id
+from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.runtime import execute_tool
 from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.patch import apply_patch, table_order
 from scaleenv.world.world import World
 
 _ID_LIKE = re.compile(r"\b[A-Z][A-Z0-9]{1,5}-\d{3,}\b")

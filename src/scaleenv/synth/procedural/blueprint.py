@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scaleenv.errors import SpecError
-from scaleenv.spec.models import ColumnType, Contract, MatchPolicy, ParamType
+from scaleenv.formats.domain import ColumnType, Contract, MatchPolicy, ParamType
 
 CATALOG_DIR = Path(__file__).resolve().parent.parent / "catalog"
 

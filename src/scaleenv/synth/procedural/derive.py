@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from scaleenv.spec.models import (
+from scaleenv.formats.domain import (
     Column,
     Contract,
     DomainSpec,

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scaleenv.graph.build import ToolGraph, build_graph
-from scaleenv.spec.models import DomainSpec
-from scaleenv.spec.validate import validate_spec
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.synth.graph.build import ToolGraph, build_graph
 from scaleenv.synth.procedural.blueprint import Blueprint
 from scaleenv.synth.procedural.derive import derive_spec
 from scaleenv.synth.procedural.seeddata import SeedGenerator
-from scaleenv.synth.testing import test_domain, tests_summary
+from scaleenv.tools.testing import test_domain, tests_summary
+from scaleenv.validation.spec import validate_spec
 from scaleenv.world.world import World
 
 

@@ -1,6 +1,6 @@
 """Domain specs: tables, columns, tools and their executable contracts."""
 
-from scaleenv.spec.models import (
+from scaleenv.formats.domain import (
     Column,
     Contract,
     DomainSpec,
@@ -12,7 +12,7 @@ from scaleenv.spec.models import (
     Table,
     ToolSpec,
 )
-from scaleenv.spec.validate import validate_spec
+from scaleenv.validation.spec import validate_spec
 
 __all__ = [
     "Column",

@@ -79,8 +79,8 @@ def _load_attempt_log(path: Path) -> tuple[int, Counter]:
 
 def load_phase1(ddir: Path) -> tuple[Any, bytes, dict[str, Any], Any, int]:
     """A finished domain's Phase 1 artifacts: (spec, base snapshot, tests report, graph, derived tools)."""
-    from scaleenv.graph.build import ToolGraph
-    from scaleenv.spec.models import DomainSpec
+    from scaleenv.formats.domain import DomainSpec
+    from scaleenv.synth.graph.build import ToolGraph
 
     spec = DomainSpec.model_validate(read_json(ddir / "spec.json"))
     base = (ddir / "base.sqlite").read_bytes()
@@ -98,7 +98,7 @@ def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Ca
     ``domains/<d>/attempts.jsonl`` as it happens, so a crash loses nothing; with ``resume`` the loop
     continues where they stop. Returns (tasks, attempts, rejections, whether Phase 2 was already done).
     """
-    from scaleenv.tasks.generate import TaskRejected
+    from scaleenv.synth.tasks.generate import TaskRejected
 
     ddir, tdir = root / "domains" / name, root / "tasks"
     final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
@@ -148,8 +148,8 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
     """Phase 1 and Phase 2 for one domain, writing into ``root``; resumable at task granularity."""
     from scaleenv.synth.procedural.blueprint import catalog
     from scaleenv.synth.procedural.domain import build_domain
-    from scaleenv.tasks.context import DomainContext
-    from scaleenv.tasks.generate import STAGE_SECONDS, ChainConfig, generate_task
+    from scaleenv.synth.tasks.context import DomainContext
+    from scaleenv.synth.tasks.generate import STAGE_SECONDS, ChainConfig, generate_task
 
     if cfg.get("llm"):
         from scaleenv.synth.llm.build import build_llm_domain

@@ -14,8 +14,8 @@ from typing import Any
 
 import networkx as nx
 
-from scaleenv.spec.models import DomainSpec, ToolSpec
-from scaleenv.spec.sqlinfo import SqlInfo, analyze_sql
+from scaleenv.formats.domain import DomainSpec, ToolSpec
+from scaleenv.formats.sqlinfo import SqlInfo, analyze_sql
 
 EDGE_KINDS = ("data_flow", "precondition", "shared_table")
 

@@ -19,10 +19,10 @@ import random
 import time
 from typing import Any
 
-from scaleenv.episode.agents import Agent, AgentContext, AgentError
-from scaleenv.episode.trajectory import STOP, Trajectory
-from scaleenv.episode.users import User, UserContext, UserError
-from scaleenv.tasks.model import Task
+from scaleenv.env.agents import Agent, AgentContext, AgentError
+from scaleenv.env.users import User, UserContext, UserError
+from scaleenv.formats.task import Task
+from scaleenv.formats.trajectory import STOP, Trajectory
 
 MODES = ("conversational", "solo")
 

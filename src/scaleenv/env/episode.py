@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.reward.facts import AnswerFact
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import AnswerFact
 from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.reward.state import Reward, compute_reward
-from scaleenv.spec.models import DomainSpec
 from scaleenv.tools.runtime import ToolResult, error_output, execute_tool
 from scaleenv.world.world import World
 

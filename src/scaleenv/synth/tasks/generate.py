@@ -16,19 +16,20 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from scaleenv.env.cache import TaskWorlds, make_episode
 from scaleenv.errors import ScaleEnvError, ToolError
-from scaleenv.spec.models import ToolSpec
-from scaleenv.tasks.chain import ChainError, resolve_args, run_chain
-from scaleenv.tasks.context import WRITE_FAMILIES, DomainContext
-from scaleenv.tasks.expand import expand_tools
-from scaleenv.tasks.gates import run_gates
-from scaleenv.tasks.instruction import EntityRef, Goal, build_user_side, human
-from scaleenv.tasks.load import TaskWorlds, make_episode
-from scaleenv.tasks.model import Call, Task
-from scaleenv.tasks.state import apply_patch, distractor, fresh_unique, next_id
+from scaleenv.formats.domain import ToolSpec
+from scaleenv.formats.task import Call, Task
+from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
+from scaleenv.synth.tasks.expand import expand_tools
+from scaleenv.synth.tasks.gates import run_gates
+from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human
+from scaleenv.synth.tasks.state import distractor, fresh_unique, next_id
+from scaleenv.tools.chain import ChainError, resolve_args, run_chain
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.utils.dates import shift_iso
+from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
 
 STAGE_SECONDS: Counter = Counter()

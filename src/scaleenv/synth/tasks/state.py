@@ -7,37 +7,10 @@ import random
 import re
 from typing import Any
 
-from scaleenv.spec.models import DomainSpec, Table
+from scaleenv.formats.domain import Table
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
-
-
-def table_order(spec: DomainSpec) -> list[str]:
-    """Tables with foreign-key parents first."""
-    done: list[str] = []
-    pending = [t.name for t in spec.tables]
-    while pending:
-        for name in list(pending):
-            t = spec.table(name)
-            assert t is not None
-            parents = {c.foreign_key.split(".")[0] for c in t.columns if c.foreign_key} - {name}
-            if parents <= set(done):
-                done.append(name)
-                pending.remove(name)
-                break
-        else:
-            done.extend(pending)
-            break
-    return done
-
-
-def apply_patch(world: World, patch: dict[str, list[dict[str, Any]]]) -> None:
-    """Insert the patch rows (parents first) and forget them in the change log."""
-    for t in table_order(world.spec):
-        if patch.get(t):
-            world.load_rows(t, patch[t])
-    world.clear_changes()
 
 
 def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:

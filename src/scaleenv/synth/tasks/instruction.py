@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.spec.models import DomainSpec, ToolSpec
+from scaleenv.formats.domain import DomainSpec, ToolSpec
 
 
 def human(name: str) -> str:

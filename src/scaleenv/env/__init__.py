@@ -1,5 +1,5 @@
 """Episodes: one private world, tool calls from an agent, and an evaluation at the end."""
 
-from scaleenv.episode.episode import Episode, ErrorStats
+from scaleenv.env.episode import Episode, ErrorStats
 
 __all__ = ["Episode", "ErrorStats"]

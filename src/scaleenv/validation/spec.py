@@ -8,8 +8,8 @@ from collections import Counter
 from typing import Any
 
 from scaleenv.errors import SpecError, WorldError
-from scaleenv.spec.models import TOOL_NAME_RE, DomainSpec, ToolSpec
-from scaleenv.spec.sqlinfo import SqlInfo, analyze_sql, sql_params
+from scaleenv.formats.domain import TOOL_NAME_RE, DomainSpec, ToolSpec
+from scaleenv.formats.sqlinfo import SqlInfo, analyze_sql, sql_params
 
 Problems = list[tuple[str, str]]
 

@@ -1,5 +1,5 @@
 """The tool dependency graph: data_flow, precondition and shared_table edges between tools."""
 
-from scaleenv.graph.build import ToolGraph, build_graph
+from scaleenv.synth.graph.build import ToolGraph, build_graph
 
 __all__ = ["ToolGraph", "build_graph"]

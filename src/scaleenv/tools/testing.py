@@ -13,8 +13,8 @@ import random
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from scaleenv.spec.models import DomainSpec, ToolSpec
-from scaleenv.spec.sqlinfo import analyze_sql
+from scaleenv.formats.domain import DomainSpec, ToolSpec
+from scaleenv.formats.sqlinfo import analyze_sql
 from scaleenv.tools.runtime import execute_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World

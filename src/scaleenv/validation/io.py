@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from scaleenv.errors import SpecError
-from scaleenv.spec.models import DomainSpec
-from scaleenv.spec.validate import validate_spec
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.validation.spec import validate_spec
 
 
 def load_spec_file(path: str | Path) -> DomainSpec:

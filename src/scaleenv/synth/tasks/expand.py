@@ -14,11 +14,12 @@ import random
 from collections import deque
 from typing import Any
 
-from scaleenv.tasks.context import DomainContext
-from scaleenv.tasks.model import Call
-from scaleenv.tasks.state import apply_patch, fresh_unique, next_id
+from scaleenv.formats.task import Call
+from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.state import fresh_unique, next_id
 from scaleenv.tools.runtime import execute_tool
 from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
 
 

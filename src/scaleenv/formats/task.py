@@ -8,7 +8,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from scaleenv.reward.facts import AnswerFact
+
+class AnswerFact(BaseModel):
+    """A value the agent must state. ``name`` says what it is (for diffs and instructions)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    value: Any
 
 
 class Call(BaseModel):

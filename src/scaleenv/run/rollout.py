@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaleenv.episode.agents import AgentOptions, ChatClients, check_agent_spec, make_agent
-from scaleenv.episode.loop import MODES, run_episode
-from scaleenv.episode.trajectory import episode_id, summary
-from scaleenv.episode.users import UserOptions, check_user_spec, make_user
+from scaleenv.env.agents import AgentOptions, ChatClients, check_agent_spec, make_agent
+from scaleenv.env.loop import MODES, run_episode
+from scaleenv.env.users import UserOptions, check_user_spec, make_user
 from scaleenv.errors import ScaleEnvError
+from scaleenv.formats.trajectory import episode_id, summary
 from scaleenv.parallel.base import EXECUTORS, Executor, make_executor
 
 RESULTS_FORMAT = "scaleenv-results/1"
@@ -120,7 +120,7 @@ class RolloutWorker:
         return self._tasks
 
     def _acquire(self, task: Any) -> Any:
-        from scaleenv.tasks.load import build_worlds, make_episode
+        from scaleenv.env.cache import build_worlds, make_episode
 
         entry = self._worlds.get(task.id)
         if entry is None:
@@ -377,7 +377,7 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: lis
                   records: dict[str, dict[str, Any]], status: str, wall_s: float, new_steps: int,
                   new_episodes: int) -> dict[str, Any]:
     from scaleenv import __version__
-    from scaleenv.metrics import summarize
+    from scaleenv.run.metrics import summarize
 
     order = {episode_id(t, k): i for i, (t, k, _) in enumerate(units)}
     sims = sorted((r for r in records.values() if r["id"] in order), key=lambda r: order[r["id"]])

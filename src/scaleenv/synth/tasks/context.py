@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from scaleenv.graph.build import ToolGraph, ToolIO, tool_io
-from scaleenv.spec.models import DomainSpec, ToolSpec
+from scaleenv.formats.domain import DomainSpec, ToolSpec
+from scaleenv.synth.graph.build import ToolGraph, ToolIO, tool_io
 from scaleenv.world.world import World
 
 WRITE_FAMILIES = {"operation": 4, "transition": 3, "update": 1, "create": 1, "delete": 1}

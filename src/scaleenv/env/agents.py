@@ -3,7 +3,7 @@
 
 An agent answers the conversation so far (OpenAI-format messages, its system prompt first) with one
 assistant message: tool calls, text for the user, or text containing the stop marker. The loop
-(:mod:`scaleenv.episode.loop`) executes the tool calls and relays text to the user.
+(:mod:`scaleenv.env.loop`) executes the tool calls and relays text to the user.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.episode.trajectory import STOP
 from scaleenv.errors import ScaleEnvError
-from scaleenv.tasks.model import Task
+from scaleenv.formats.task import Task
+from scaleenv.formats.trajectory import STOP
 
 
 class AgentError(ScaleEnvError):
@@ -106,7 +106,7 @@ class OracleAgent(Agent):
         self._said = False
 
     async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        from scaleenv.tasks.chain import ChainError, resolve_args
+        from scaleenv.tools.chain import ChainError, resolve_args
 
         chain = self.ctx.task.gold_chain
         if 0 < self._step <= len(chain):

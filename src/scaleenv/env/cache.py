@@ -6,12 +6,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from scaleenv.episode.episode import Episode
+from scaleenv.env.episode import Episode
 from scaleenv.errors import UniverseError
-from scaleenv.spec.models import DomainSpec
-from scaleenv.tasks.chain import ChainError, run_chain
-from scaleenv.tasks.model import Task
-from scaleenv.tasks.state import apply_patch
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Task
+from scaleenv.tools.chain import ChainError, run_chain
+from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
 
 

@@ -8,9 +8,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.episode.episode import Episode
-from scaleenv.tasks.chain import resolve_args
-from scaleenv.tasks.model import Task
+from scaleenv.env.episode import Episode
+from scaleenv.formats.task import Task
+from scaleenv.tools.chain import resolve_args
 from scaleenv.tools.sampling import ArgSampler
 
 RANDOM_CALLS = 12

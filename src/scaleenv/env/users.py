@@ -2,7 +2,7 @@
 (an LLM playing the user with a persona, a hidden goal and the stop marker).
 
 A user opens the conversation with its request, then answers each agent message. A reply that
-contains :data:`~scaleenv.episode.trajectory.STOP` ends the episode (termination ``user_done``).
+contains :data:`~scaleenv.formats.trajectory.STOP` ends the episode (termination ``user_done``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.episode.agents import EndpointOptions
-from scaleenv.episode.trajectory import STOP
+from scaleenv.env.agents import EndpointOptions
 from scaleenv.errors import ScaleEnvError
-from scaleenv.tasks.model import Task
+from scaleenv.formats.task import Task
+from scaleenv.formats.trajectory import STOP
 
 
 class UserError(ScaleEnvError):
@@ -257,7 +257,7 @@ BUILTIN_USERS = ("scripted",)
 
 def check_user_spec(spec: str) -> str:
     """Validate a user name (``scripted`` or ``openai:MODEL``); return it."""
-    from scaleenv.episode.agents import check_policy_spec
+    from scaleenv.env.agents import check_policy_spec
 
     return check_policy_spec(spec, BUILTIN_USERS, "user")
 
@@ -267,7 +267,7 @@ def make_user(spec: str, options: UserOptions | None = None, clients: Any = None
     check_user_spec(spec)
     if spec == "scripted":
         return ScriptedUser(options.patience)
-    from scaleenv.episode.agents import ChatClients
+    from scaleenv.env.agents import ChatClients
     from scaleenv.llm.openai_chat import ChatSettings
 
     model = spec.partition(":")[2].strip()

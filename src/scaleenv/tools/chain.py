@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from scaleenv.errors import ScaleEnvError, ToolError
-from scaleenv.spec.models import DomainSpec
-from scaleenv.tasks.model import Call
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Call
 from scaleenv.tools.runtime import run_tool
 from scaleenv.world.world import World
 

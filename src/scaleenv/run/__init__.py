@@ -1,0 +1,1 @@
+"""The run stage: rollouts over a universe and their metrics."""
