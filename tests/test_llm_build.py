@@ -78,12 +78,12 @@ def test_tasks_pass_every_gate_and_check_accepts_the_universe(built):
     tasks = [Task.model_validate_json(line) for line in (u / "tasks" / "pet_care.jsonl").read_text().splitlines()]
     assert len(tasks) == 2
     for t in tasks:
-        assert t.verification["gates"] == {"gold": 1.0, "noop": 0.0, "random": 0.0, "hack": 0.0}
-        assert t.verification["backend"] == "llm" and len(t.tools) >= len(t.gold_chain)
+        assert t.verification.gates == {"gold": 1.0, "noop": 0.0, "random": 0.0, "hack": 0.0}
+        assert t.verification.backend == "llm" and len(t.tools) >= len(t.gold_chain)
         chain = CHAINS[t.attempt % len(CHAINS)]
         assert [c.tool for c in t.gold_chain] == [line.split("=", 1)[1].split("(")[0].strip()
                                                   for line in chain.splitlines()]
-    synth = [t.verification["synthesis"] for t in tasks]
+    synth = [t.verification.synthesis for t in tasks]
     assert any(s["gate"] for s in synth) and any(g["accepted"] for s in synth for g in s["gate"])
     assert any(s["state_rounds"] == 2 for s in synth)  # the invoice chain's rows were repaired
     assert sum(s["llm_patches"] for s in synth) >= 1  # the patch agent made check-in executable

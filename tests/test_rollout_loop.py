@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from scaleenv.cli import app
 from scaleenv.env.agents import Agent, make_agent
-from scaleenv.env.cache import TaskLoader
+from scaleenv.env.cache import TaskWorldCache
+from scaleenv.env.core import ToolEnv
 from scaleenv.env.loop import run_episode, solo_request
 from scaleenv.env.users import ScriptedUser, UserContext, asked_facts, fact_phrases, make_user
 from scaleenv.formats.trajectory import STOP
@@ -35,12 +36,12 @@ def universe(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def loader(universe):
     u = Universe(universe)
-    return u, TaskLoader(u)
+    return u, TaskWorldCache(u)
 
 
 def _task_with_withheld(u):
     for t in u.tasks():
-        if t.user_profile.get("withheld"):
+        if t.user_profile.withheld:
             return t
     pytest.skip("no task with withheld facts in this universe")
 
@@ -69,8 +70,10 @@ class ScriptAgent(Agent):
         return reply(messages) if callable(reply) else reply
 
 
-def _run(ep, task, agent, user=None, **kw):
-    return asyncio.run(run_episode(ep, task, agent, user, **kw))
+def _run(ep, task, agent, user=None, *, mode="conversational", max_turns=30, max_user_turns=10, seed=0, **kw):
+    env = ToolEnv(task, ep, user=user, mode=mode, max_turns=max_turns, max_user_turns=max_user_turns, seed=seed,
+                  release=lambda _: None)
+    return asyncio.run(run_episode(env, agent, seed=seed, **kw))
 
 
 # ------------------------------------------------------------------------------------------- loop
@@ -117,8 +120,8 @@ def test_solo_mode_gives_the_whole_request_up_front(loader):
     assert traj.termination == "agent_stop" and traj.reward["score"] == 1.0 and traj.user is None
     first = traj.messages[0]["content"]
     assert first == solo_request(task)
-    for fact in task.user_profile["withheld"]:
-        assert str(task.user_profile["known"][fact]) in first
+    for fact in task.user_profile.withheld:
+        assert str(task.user_profile.known[fact]) in first
 
 
 def test_max_turns(loader):
@@ -184,13 +187,13 @@ def test_fact_phrases():
 def test_scripted_user_reveals_withheld_facts_only_when_asked(loader):
     u, tl = loader
     task = _task_with_withheld(u)
-    known, withheld = task.user_profile["known"], task.user_profile["withheld"]
+    known, withheld = task.user_profile.known, task.user_profile.withheld
     user = ScriptedUser(patience=5)
     user.reset(UserContext(task=task, rng=None, goals_met=lambda: False, max_turns=10))
     opening = asyncio.run(user.opening())
     for fact in withheld:
         assert not any(str(known[fact]) == tok for tok in opening.replace(",", " ").replace(")", " ").split())
-    assert "[ask me]" in opening or not any(str(known[f]) in " ".join(task.user_profile["goals"]) for f in withheld)
+    assert "[ask me]" in opening or not any(str(known[f]) in " ".join(task.user_profile.goals) for f in withheld)
     chatter = asyncio.run(user.reply("I am looking into it now."))
     assert STOP not in chatter and all(f"My {f} is" not in chatter for f in withheld)
     fact = withheld[0]
@@ -223,11 +226,11 @@ def test_scripted_user_answers_an_asking_agent_end_to_end(loader):
     """An agent that asks for every withheld fact gets each value back in a user message."""
     u, tl = loader
     task = _task_with_withheld(u)
-    asks = [{"role": "assistant", "content": f"Could you give me the {f}?"} for f in task.user_profile["withheld"]]
+    asks = [{"role": "assistant", "content": f"Could you give me the {f}?"} for f in task.user_profile.withheld]
     traj = _run(tl.episode(task), task, ScriptAgent(asks), make_user("scripted"))
     replies = [m["content"] for m in traj.messages if m["role"] == "user"][1:]
-    for f, r in zip(task.user_profile["withheld"], replies, strict=False):
-        assert str(task.user_profile["known"][f]) in r
+    for f, r in zip(task.user_profile.withheld, replies, strict=False):
+        assert str(task.user_profile.known[f]) in r
     assert traj.termination == "agent_stop"
 
 

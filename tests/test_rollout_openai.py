@@ -116,11 +116,11 @@ def _task_for(body, tasks):
     the first user message (solo request or the user's opening) mentions."""
     first = next(m["content"] for m in body["messages"] if m["role"] == "user")
     for t in tasks:
-        if t.user_profile["goals"][0][:25] in first or t.user_profile["goals"][0][:25] in first.replace(
+        if t.user_profile.goals[0][:25] in first or t.user_profile.goals[0][:25] in first.replace(
                 "[ask me]", ""):
             return t
     persona = first.split(".")[0]
-    return next(t for t in tasks if t.user_profile["persona"].replace("You are", "").strip(" .") in persona)
+    return next(t for t in tasks if t.user_profile.persona.replace("You are", "").strip(" .") in persona)
 
 
 def gold_agent_brain(tasks, malformed_task=None, parallel_first=False):
@@ -212,11 +212,11 @@ def test_openai_agent_and_openai_user_converse(universe, tmp_path):
     task = next(t for t in tasks if t.id == rec["task_id"])
     # requests arrive in whatever order the episodes run: find this record's user by its own profile
     systems = [b["messages"][0]["content"] for b in user_bodies]
-    mine = [s for s in systems if task.user_profile["persona"] in s and all(g in s for g in task.user_profile["goals"])]
+    mine = [s for s in systems if task.user_profile.persona in s and all(g in s for g in task.user_profile.goals)]
     assert mine, "no user request carries this task's persona and goals"
     system = mine[0]
     assert STOP in system
-    for fact in task.user_profile["withheld"]:
+    for fact in task.user_profile.withheld:
         assert "ONLY if the agent asks" in system and f"{fact}: " in system.split("ONLY if the agent asks")[1]
     # roles are flipped for the user model: the agent's text arrives as "user", its own lines as "assistant"
     last = max((b for b in user_bodies), key=lambda b: len(b["messages"]))

@@ -51,13 +51,13 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
 
 def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
     """Re-run every gate on every task: gold 1.0, no-op 0, random 0, write-everything hack 0."""
-    from scaleenv.env.cache import TaskLoader
+    from scaleenv.env.cache import TaskWorldCache
     from scaleenv.errors import UniverseError
     from scaleenv.synth.tasks.gates import run_gates
 
     u = Universe(path)
     seed = u.manifest.get("build", {}).get("seed", 0) if seed is None else seed
-    loader = TaskLoader(u)
+    loader = TaskWorldCache(u)
     counts = {"tasks": 0, "gold_pass": 0, "noop_zero": 0, "random_zero": 0, "hack_zero": 0}
     failures: list[dict[str, Any]] = []
     for d in u.domains:
@@ -121,8 +121,8 @@ def universe_report(path: str | Path, results: str | Path | None = None) -> str:
     levels: Counter = Counter()
     lengths: Counter = Counter()
     for t in u.tasks():
-        levels[t.difficulty.get("level", "?")] += 1
-        lengths[t.difficulty.get("chain_length", 0)] += 1
+        levels[t.difficulty.level] += 1
+        lengths[t.difficulty.chain_length] += 1
     parts.append("<h2>Task difficulty</h2>" + _table(["level", "tasks"], sorted(levels.items()))
                  + _table(["chain length", "tasks"], sorted(lengths.items())))
     if results is not None:

@@ -16,7 +16,6 @@ from typing import Any
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.task import Task
-from scaleenv.formats.trajectory import STOP
 
 
 class AgentError(ScaleEnvError):
@@ -89,100 +88,6 @@ def text_message(text: str) -> dict[str, Any]:
     return {"role": "assistant", "content": text}
 
 
-def _answer_facts_text(task: Task) -> str:
-    return "\n".join(f"The {f.name} is {f.value}." for f in task.answer_facts)
-
-
-class OracleAgent(Agent):
-    """Replays the task's gold chain one call per step (resolving references from the tool outputs
-    it receives), states the answer facts, then ends."""
-
-    name = "oracle"
-
-    def reset(self, ctx: AgentContext) -> None:
-        super().reset(ctx)
-        self._step = 0
-        self._outputs: list[Any] = []
-        self._said = False
-
-    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        from scaleenv.tools.chain import ChainError, resolve_args
-
-        chain = self.ctx.task.gold_chain
-        if 0 < self._step <= len(chain):
-            last = messages[-1] if messages else {}
-            out: Any = None
-            if last.get("role") == "tool" and last.get("tool_call_id") == f"oracle_{self._step - 1}":
-                try:
-                    out = json.loads(last.get("content") or "null")
-                except ValueError:
-                    out = None
-            self._outputs.append(out)
-        if self._step < len(chain):
-            call = chain[self._step]
-            try:
-                args = resolve_args(call, self._outputs, self._step)
-            except ChainError as e:
-                raise AgentError(f"oracle: gold chain does not replay: {e}") from None
-            self._step += 1
-            return tool_call_message(call.tool, args, f"oracle_{self._step - 1}")
-        self._step += 1
-        if not self._said:
-            self._said = True
-            facts = _answer_facts_text(self.ctx.task)
-            return text_message(facts or "Your request has been completed.")
-        return text_message(STOP)
-
-
-class NoopAgent(Agent):
-    """Does nothing: ends the episode at once."""
-
-    name = "noop"
-
-    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        return text_message(STOP)
-
-
-class RandomAgent(Agent):
-    """``calls`` schema-valid random tool calls (values drawn from the world, like the integrity
-    gate's random policy), then ends."""
-
-    name = "random"
-
-    def __init__(self, calls: int = 12):
-        self.calls = calls
-
-    def reset(self, ctx: AgentContext) -> None:
-        super().reset(ctx)
-        from scaleenv.tools.sampling import ArgSampler
-
-        self._n = 0
-        self._names = [t["function"]["name"] for t in ctx.tools]
-        self._sampler = ArgSampler(ctx.episode.world, ctx.rng) if ctx.episode is not None else None
-
-    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        if self._n >= self.calls or not self._names or self._sampler is None:
-            return text_message(STOP)
-        rng = self.ctx.rng
-        name = self._names[rng.randrange(len(self._names))]
-        tool = self.ctx.episode.spec.tool(name)
-        args = self._sampler.random_args(tool) if tool is not None else {}
-        self._n += 1
-        return tool_call_message(name, args, f"random_{self._n - 1}")
-
-
-DEFAULT_SYSTEM_PROMPT = (
-    "You are a customer-service agent for the {domain} service: {description}\n"
-    "Help the user by calling the tools. Look up what you need with the tools and ask the user for any "
-    "detail you are missing; never invent identifiers or values. Make only the changes the user asks for. "
-    "When the request is done, tell the user the outcome, including every value they asked for."
-)
-SOLO_SUFFIX = (
-    "\nThere is no one to talk to: the first message is the whole request. Complete it with the tools, then "
-    "reply with a final message (no tool calls) that states the outcome and every value asked for."
-)
-
-
 class OpenAIAgent(Agent):
     """A tool-calling agent behind any OpenAI-compatible endpoint (parallel tool calls allowed)."""
 
@@ -194,6 +99,8 @@ class OpenAIAgent(Agent):
 
     def reset(self, ctx: AgentContext) -> None:
         super().reset(ctx)
+        from scaleenv.env.prompts import DEFAULT_SYSTEM_PROMPT, SOLO_SUFFIX
+
         template = self.options.system_prompt or DEFAULT_SYSTEM_PROMPT
         prompt = template.replace("{domain}", ctx.task.domain.replace("_", " ")).replace(
             "{description}", ctx.domain_description or ctx.task.domain.replace("_", " "))
@@ -214,7 +121,7 @@ class OpenAIAgent(Agent):
         return reply.message
 
 
-BUILTIN_AGENTS = ("oracle", "noop", "random")
+BUILTIN_AGENTS = ("oracle", "noop", "random", "write_all")
 
 
 def check_policy_spec(spec: str, builtins: tuple[str, ...], what: str) -> str:
@@ -236,12 +143,10 @@ def make_agent(spec: str, options: AgentOptions | None = None, clients: Any = No
     """Build a fresh agent. ``clients`` (a :class:`ChatClients`) shares endpoint clients between episodes."""
     options = options or AgentOptions()
     check_agent_spec(spec)
-    if spec == "oracle":
-        return OracleAgent()
-    if spec == "noop":
-        return NoopAgent()
-    if spec == "random":
-        return RandomAgent(options.random_calls)
+    if spec in BUILTIN_AGENTS:
+        from scaleenv.env.policies import reference_policy
+
+        return reference_policy(spec, random_calls=options.random_calls)
     from scaleenv.llm.openai_chat import ChatSettings
 
     model = spec.partition(":")[2].strip()

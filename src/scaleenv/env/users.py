@@ -139,18 +139,18 @@ class ScriptedUser(User):
 
     def reset(self, ctx: UserContext) -> None:
         super().reset(ctx)
-        profile = ctx.task.user_profile or {}
-        self.known: dict[str, Any] = dict(profile.get("known") or {})
-        self.withheld = [w for w in profile.get("withheld") or [] if w in self.known]
+        profile = ctx.task.user_profile
+        self.known: dict[str, Any] = dict(profile.known)
+        self.withheld = [w for w in profile.withheld if w in self.known]
         self.revealed: set[str] = set()
         self.idle = 0
 
     def request(self) -> str:
-        profile = self.ctx.task.user_profile or {}
-        goals = list(profile.get("goals") or []) or [self.ctx.task.instruction]
+        profile = self.ctx.task.user_profile
+        goals = list(profile.goals) or [self.ctx.task.instruction]
         hidden = {w: self.known[w] for w in self.withheld if w not in self.revealed}
         body = " ".join(redact(g, hidden) for g in goals)
-        persona = str(profile.get("persona") or "").strip()
+        persona = profile.persona.strip()
         intro = re.sub(r"^You are\b", "Hi, I am", persona) if persona else "Hi."
         return f"{intro} {body}".strip()
 
@@ -195,14 +195,14 @@ GREETING = "Hi! How can I help you today?"
 
 
 def user_prompt(task: Task, template: str | None = None) -> str:
-    profile = task.user_profile or {}
-    known = dict(profile.get("known") or {})
-    withheld = [w for w in profile.get("withheld") or [] if w in known]
+    profile = task.user_profile
+    known = dict(profile.known)
+    withheld = [w for w in profile.withheld if w in known]
     shown = "; ".join(f"{k}: {_fmt(v)}" for k, v in sorted(known.items()) if k not in withheld) or "none"
     hidden = "; ".join(f"{k}: {_fmt(known[k])}" for k in withheld) or "none"
-    goals = "\n".join(f"- {g}" for g in (profile.get("goals") or [task.instruction]))
+    goals = "\n".join(f"- {g}" for g in (profile.goals or [task.instruction]))
     text = template or DEFAULT_USER_PROMPT
-    for key, val in (("{persona}", str(profile.get("persona") or "")), ("{goals}", goals), ("{known}", shown),
+    for key, val in (("{persona}", profile.persona), ("{goals}", goals), ("{known}", shown),
                      ("{withheld}", hidden), ("{instruction}", task.instruction)):
         text = text.replace(key, val)
     return text

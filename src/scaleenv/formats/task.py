@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class AnswerFact(BaseModel):
@@ -15,6 +15,59 @@ class AnswerFact(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     value: Any
+
+
+class _Record(BaseModel):
+    """A task part whose optional fields are left out of its JSON while unset (so older files
+    round-trip byte for byte)."""
+
+    model_config = ConfigDict(extra="forbid")
+    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in self.OPTIONAL_FIELDS:
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+
+class UserProfile(_Record):
+    """What the simulated user knows and wants. ``known`` maps a fact's name to its value; the facts
+    named in ``withheld`` are given only when the agent asks for them."""
+
+    model_config = ConfigDict(extra="forbid")
+    persona: str = ""
+    goals: list[str] = Field(default_factory=list)
+    known: dict[str, Any] = Field(default_factory=dict)
+    withheld: list[str] = Field(default_factory=list)
+
+
+class Difficulty(_Record):
+    """The knobs a task was generated with (``chains``: the LLM back end's chain count)."""
+
+    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("chains",)
+    level: str = "medium"
+    chain_length: int = 0
+    sub_goals: int = 0
+    distractor_density: int = 0
+    withheld_facts: int = 0
+    chains: int | None = None
+
+
+class Verification(_Record):
+    """How a task was verified: state hashes, the rows the gold chain touches (count per table), the
+    distractor ids per table, the gate scores, and (LLM back end only) its provenance."""
+
+    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("backend", "synthesis")
+    initial_hash: str = ""
+    expected_hash: str = ""
+    gold_keys: dict[str, int] = Field(default_factory=dict)
+    distractors: dict[str, list[Any]] = Field(default_factory=dict)
+    gates: dict[str, float] = Field(default_factory=dict)
+    backend: str | None = None
+    synthesis: dict[str, Any] | None = None
 
 
 class Call(BaseModel):
@@ -33,13 +86,13 @@ class Task(BaseModel):
     id: str
     domain: str
     instruction: str
-    user_profile: dict[str, Any]
+    user_profile: UserProfile
     initial_patch: dict[str, list[dict[str, Any]]]
     gold_chain: list[Call]
     answer_facts: list[AnswerFact] = Field(default_factory=list)
     tools: list[str]
-    difficulty: dict[str, Any]
-    verification: dict[str, Any]
+    difficulty: Difficulty
+    verification: Verification
     attempt: int = 0
 
     def chain_hash(self) -> str:
@@ -47,7 +100,7 @@ class Task(BaseModel):
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def dedup_key(self) -> tuple[str, str]:
-        return (self.chain_hash(), self.verification["initial_hash"])
+        return (self.chain_hash(), self.verification.initial_hash)
 
     def to_jsonl(self) -> str:
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))

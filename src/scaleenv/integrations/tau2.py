@@ -57,12 +57,12 @@ def tau2_task(source: TaskSource, task: Task) -> dict[str, Any]:
     from scaleenv.env.loop import solo_request
 
     worlds = source.worlds(task)
-    profile = task.user_profile or {}
-    known = dict(profile.get("known") or {})
-    withheld = [w for w in profile.get("withheld") or [] if w in known]
+    profile = task.user_profile
+    known = dict(profile.known)
+    withheld = [w for w in profile.withheld if w in known]
     shared = "; ".join(f"{k}: {_fmt(v)}" for k, v in sorted(known.items()) if k not in withheld)
     hidden = "; ".join(f"{k}: {_fmt(known[k])}" for k in withheld)
-    goals = list(profile.get("goals") or []) or [task.instruction]
+    goals = list(profile.goals) or [task.instruction]
     actions = [{"action_id": f"{task.id}_{i}", "requestor": "assistant", "name": name, "arguments": args,
                 "info": task.gold_chain[i].purpose or None, "compare_args": None}
                for i, (name, args) in enumerate(gold_calls(task, worlds.outputs))]
@@ -71,9 +71,9 @@ def tau2_task(source: TaskSource, task: Task) -> dict[str, Any]:
         "id": task.id,
         "description": {"purpose": task.instruction, "relevant_policies": None,
                         "notes": f"scaleenv task ({task.domain}); difficulty: "
-                                 f"{json.dumps(task.difficulty, sort_keys=True)}"},
+                                 f"{json.dumps(task.difficulty.model_dump(mode='json'), sort_keys=True)}"},
         "user_scenario": {
-            "persona": str(profile.get("persona") or "") or None,
+            "persona": profile.persona or None,
             "instructions": {
                 "domain": task.domain,
                 "reason_for_call": " ".join(goals),

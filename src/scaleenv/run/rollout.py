@@ -22,14 +22,14 @@ import hashlib
 import json
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scaleenv.env.agents import AgentOptions, ChatClients, check_agent_spec, make_agent
-from scaleenv.env.loop import MODES, run_episode
+from scaleenv.env.core import MODES, ToolEnv
+from scaleenv.env.loop import run_episode
 from scaleenv.env.users import UserOptions, check_user_spec, make_user
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.trajectory import episode_id, summary
@@ -97,72 +97,39 @@ class RolloutWorker:
     MAX_TASKS = 256
 
     def __init__(self, job: RolloutJob):
-        from scaleenv.universe import Universe
+        from scaleenv.env.cache import TaskWorldCache
 
         self.job = job
-        self.universe = Universe(job.universe)
-        self._tasks: dict[str, Any] | None = None
-        self._worlds: OrderedDict[str, tuple[Any, list[Any]]] = OrderedDict()
+        self.cache = TaskWorldCache(job.universe, max_tasks=self.MAX_TASKS, max_idle=max(1, job.concurrency))
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._specs: dict[str, Any] = {}
         self._tools_json: dict[str, str] = {}
         self.clients = ChatClients()
 
     def spec(self, domain: str) -> Any:
-        if domain not in self._specs:
-            self._specs[domain] = self.universe.spec(domain)
-        return self._specs[domain]
+        return self.cache.spec(domain)
 
-    @property
-    def tasks(self) -> dict[str, Any]:
-        if self._tasks is None:
-            self._tasks = {t.id: t for t in self.universe.tasks()}
-        return self._tasks
-
-    def _acquire(self, task: Any) -> Any:
-        from scaleenv.env.cache import build_worlds, make_episode
-
-        entry = self._worlds.get(task.id)
-        if entry is None:
-            spec = self.spec(task.domain)
-            entry = (build_worlds(spec, self.universe.base(task.domain), task), [])
-            self._worlds[task.id] = entry
-            while len(self._worlds) > self.MAX_TASKS:
-                _, (_, idle) = self._worlds.popitem(last=False)
-                for ep in idle:
-                    ep.close()
-        else:
-            self._worlds.move_to_end(task.id)
-        worlds, idle = entry
-        if idle:
-            return idle.pop()
-        return make_episode(self.spec(task.domain), task, worlds)
-
-    def _release(self, task: Any, ep: Any) -> None:
-        entry = self._worlds.get(task.id)
-        if entry is not None and len(entry[1]) < max(1, self.job.concurrency):
-            entry[1].append(ep)
-        else:
-            ep.close()
+    def task(self, task_id: str) -> Any:
+        try:
+            return self.cache.task(task_id)
+        except ScaleEnvError:
+            return None
 
     async def run_unit(self, unit: Unit) -> dict[str, Any]:
         task_id, trial, seed = unit
         job = self.job
-        task = self.tasks.get(task_id)
+        task = self.task(task_id)
         if task is None:
             return self._failed(task_id, "", trial, seed, f"no task {task_id!r} in {job.universe}")
         try:
-            ep = self._acquire(task)
+            ep = self.cache.acquire(task)
         except ScaleEnvError as e:
             return self._failed(task_id, task.domain, trial, seed, f"cannot build the task's worlds: {e}")
-        try:
-            agent = make_agent(job.agent, job.agent_options, self.clients)
-            user = make_user(job.user, job.user_options, self.clients) if job.mode == "conversational" else None
-            traj = await run_episode(ep, task, agent, user, mode=job.mode, max_turns=job.max_turns,
-                                     max_user_turns=job.max_user_turns, seed=seed, trial=trial,
+        agent = make_agent(job.agent, job.agent_options, self.clients)
+        user = make_user(job.user, job.user_options, self.clients) if job.mode == "conversational" else None
+        with ToolEnv(task, ep, user=user, mode=job.mode, max_turns=job.max_turns, max_user_turns=job.max_user_turns,
+                     seed=seed, release=lambda e: self.cache.release(task, e)) as env:
+            traj = await run_episode(env, agent, seed=seed, trial=trial,
                                      domain_description=self.spec(task.domain).description)
-        finally:
-            self._release(task, ep)
         rec = traj.to_json()
         rec["run"] = job.fingerprint
         return rec
@@ -247,10 +214,7 @@ class RolloutWorker:
                 self._loop.run_until_complete(self.clients.aclose())
             finally:
                 self._loop.close()
-        for _, idle in self._worlds.values():
-            for ep in idle:
-                ep.close()
-        self._worlds.clear()
+        self.cache.clear()
 
 
 @dataclass

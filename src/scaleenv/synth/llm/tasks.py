@@ -442,7 +442,7 @@ class LLMTaskBuilder(TaskBuilder):
         gates = run_gates(make_episode(spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
         if not gates.passed:
             raise TaskRejected("gate_" + gates.failures()[0])
-        task.verification["gates"] = gates.to_json()
+        task.verification.gates = gates.to_json()
         return task
 
     def add_answer_fact(self) -> None:

@@ -8,12 +8,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from scaleenv.env.core import Mode, ToolEnv
 from scaleenv.env.episode import Episode
+from scaleenv.env.policies import RANDOM_CALLS, play, reference_policy
 from scaleenv.formats.task import Task
-from scaleenv.tools.chain import resolve_args
-from scaleenv.tools.sampling import ArgSampler
-
-RANDOM_CALLS = 12
 
 
 @dataclass
@@ -44,50 +42,21 @@ class GateResult:
         return {"gold": self.gold, "noop": self.noop, "random": self.random, "hack": self.hack}
 
 
-def state_facts(task: Task) -> str:
-    return "\n".join(f"The {f.name} is {f.value}." for f in task.answer_facts)
-
-
-def play_gold(ep: Episode, task: Task) -> None:
-    outputs: list[Any] = []
-    for i, call in enumerate(task.gold_chain):
-        res = ep.call_tool(call.tool, resolve_args(call, outputs, i))
-        outputs.append(res.value)
-    ep.say(state_facts(task))
-
-
-def play_random(ep: Episode, rng: random.Random, calls: int = RANDOM_CALLS) -> None:
-    sampler = ArgSampler(ep.world, rng)
-    names = ep.tool_names
-    for _ in range(calls):
-        tool = ep.spec.tool(names[rng.randrange(len(names))])
-        assert tool is not None
-        ep.call_tool(tool.name, sampler.random_args(tool))
-
-
-def play_hack(ep: Episode, rng: random.Random) -> None:
-    sampler = ArgSampler(ep.world, rng)
-    for name in ep.tool_names:
-        tool = ep.spec.tool(name)
-        if tool is not None and tool.kind == "write":
-            args = sampler.satisfying_args(tool, attempts=2) or sampler.random_args(tool)
-            ep.call_tool(name, args)
+def score_policy(ep: Episode, task: Task, policy: str, rng: random.Random | None = None) -> Any:
+    """One reference policy's reward on the task, played through the environment core (solo: the
+    gates judge the world and what was said, not a conversation)."""
+    env = ToolEnv(task, ep, mode=Mode.SOLO, max_turns=len(ep.tool_names) + len(task.gold_chain) + RANDOM_CALLS + 2,
+                  release=lambda _: None)
+    return play(env, reference_policy(policy), rng or random.Random(f"gates:0:{task.id}"))
 
 
 def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False) -> GateResult:
     """Score the gold chain, no action, a random policy and the write-everything hack."""
     rng = random.Random(f"gates:{seed}:{task.id}")
-    ep.reset()
-    play_gold(ep, task)
-    gold = ep.evaluate()
-    ep.reset()
-    noop = ep.evaluate()
-    ep.reset()
-    play_random(ep, rng)
-    rand = ep.evaluate()
-    ep.reset()
-    play_hack(ep, rng)
-    hack = ep.evaluate()
+    gold = score_policy(ep, task, "oracle", rng)
+    noop = score_policy(ep, task, "noop", rng)
+    rand = score_policy(ep, task, "random", rng)
+    hack = score_policy(ep, task, "write_all", rng)
     ep.reset()
     details = {"gold_diff": gold.diff[:5]} if detail else {}
     return GateResult(gold.score, noop.score, rand.score, hack.score, details)

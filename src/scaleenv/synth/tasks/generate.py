@@ -384,7 +384,7 @@ class TaskBuilder:
             gates = run_gates(make_episode(self.spec, task, worlds), task, self.seed)
         if not gates.passed:
             raise TaskRejected("gate_" + gates.failures()[0])
-        task.verification["gates"] = gates.to_json()
+        task.verification.gates = gates.to_json()
         return task
 
     def verify(self, initial: bytes) -> tuple[World, dict[str, list[Any]], str, str]:

@@ -1,0 +1,35 @@
+"""The agent's default system prompt, per mode and user channel."""
+
+from __future__ import annotations
+
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Task
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a customer-service agent for the {domain} service: {description}\n"
+    "Help the user by calling the tools. Look up what you need with the tools and ask the user for any "
+    "detail you are missing; never invent identifiers or values. Make only the changes the user asks for. "
+    "When the request is done, tell the user the outcome, including every value they asked for."
+)
+SOLO_SUFFIX = (
+    "\nThere is no one to talk to: the first message is the whole request. Complete it with the tools, then "
+    "reply with a final message (no tool calls) that states the outcome and every value asked for."
+)
+TOOL_ONLY_SUFFIX = (
+    "\nYou talk to the user only through the send_message_to_user tool, which returns their reply: use it to ask "
+    "for missing details and to report the outcome, including every value the user asked for."
+)
+SOLO_TOOL_SUFFIX = (
+    "\nThere is no one to ask: the first message is the whole request. Complete it with the tools, then report "
+    "the outcome, including every value asked for, with the send_message_to_user tool."
+)
+
+
+def system_prompt(task: Task, spec: DomainSpec | None, mode: str = "conversational", *, user_tool: bool = True) -> str:
+    """The agent's system prompt (the rollout agents' default, plus how to reach the user)."""
+    domain = task.domain.replace("_", " ")
+    description = (spec.description if spec is not None and spec.description else domain)
+    text = DEFAULT_SYSTEM_PROMPT.replace("{domain}", domain).replace("{description}", description)
+    if user_tool:
+        return text + (SOLO_TOOL_SUFFIX if mode == "solo" else TOOL_ONLY_SUFFIX)
+    return text + (SOLO_SUFFIX if mode == "solo" else "")
