@@ -11,10 +11,11 @@ import pytest
 from typer.testing import CliRunner
 
 from scaleenv.cli import app
-from scaleenv.env.agents import Agent, make_agent
+from scaleenv.env.agents import Agent
 from scaleenv.env.cache import TaskWorldCache
 from scaleenv.env.core import ToolEnv
 from scaleenv.env.loop import run_episode, solo_request
+from scaleenv.env.policies import make_agent
 from scaleenv.env.users import ScriptedUser, UserContext, asked_facts, fact_phrases, make_user
 from scaleenv.formats.trajectory import STOP
 from scaleenv.run.rollout import RolloutConfig, RolloutError, RolloutInterrupted, run_rollout

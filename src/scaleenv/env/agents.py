@@ -121,9 +121,6 @@ class OpenAIAgent(Agent):
         return reply.message
 
 
-BUILTIN_AGENTS = ("oracle", "noop", "random", "write_all")
-
-
 def check_policy_spec(spec: str, builtins: tuple[str, ...], what: str) -> str:
     """Validate a policy name: one of ``builtins`` or ``openai:MODEL``; return it."""
     if spec in builtins:
@@ -132,30 +129,6 @@ def check_policy_spec(spec: str, builtins: tuple[str, ...], what: str) -> str:
     if kind == "openai" and model.strip():
         return spec
     raise ValueError(f"unknown {what} {spec!r}; use {', '.join(builtins)} or openai:MODEL")
-
-
-def check_agent_spec(spec: str) -> str:
-    """Validate an agent name (``oracle``, ``noop``, ``random`` or ``openai:MODEL``); return it."""
-    return check_policy_spec(spec, BUILTIN_AGENTS, "agent")
-
-
-def make_agent(spec: str, options: AgentOptions | None = None, clients: Any = None) -> Agent:
-    """Build a fresh agent. ``clients`` (a :class:`ChatClients`) shares endpoint clients between episodes."""
-    options = options or AgentOptions()
-    check_agent_spec(spec)
-    if spec in BUILTIN_AGENTS:
-        from scaleenv.env.policies import reference_policy
-
-        return reference_policy(spec, random_calls=options.random_calls)
-    from scaleenv.llm.openai_chat import ChatSettings
-
-    model = spec.partition(":")[2].strip()
-    settings = ChatSettings(model=model, base_url=options.base_url, api_key_env=options.api_key_env,
-                            timeout=options.timeout, max_retries=options.max_retries,
-                            temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed,
-                            extra_body=dict(options.extra_body))
-    clients = clients if clients is not None else ChatClients()
-    return OpenAIAgent(model, options, clients.get(settings))
 
 
 class ChatClients:

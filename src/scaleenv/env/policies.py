@@ -17,7 +17,17 @@ import json
 import random
 from typing import Any
 
-from scaleenv.env.agents import Agent, AgentContext, AgentError, text_message, tool_call_message
+from scaleenv.env.agents import (
+    Agent,
+    AgentContext,
+    AgentError,
+    AgentOptions,
+    ChatClients,
+    OpenAIAgent,
+    check_policy_spec,
+    text_message,
+    tool_call_message,
+)
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP
 
@@ -156,3 +166,28 @@ def play(env: Any, agent: Agent, rng: random.Random) -> Any:
     while not env.done:
         env.step(run_sync(agent.act(env.messages)))
     return env.evaluate()
+
+
+BUILTIN_AGENTS = ("oracle", "noop", "random", "write_all")
+
+
+def check_agent_spec(spec: str) -> str:
+    """Validate an agent name (``oracle``, ``noop``, ``random`` or ``openai:MODEL``); return it."""
+    return check_policy_spec(spec, BUILTIN_AGENTS, "agent")
+
+
+def make_agent(spec: str, options: AgentOptions | None = None, clients: Any = None) -> Agent:
+    """Build a fresh agent. ``clients`` (a :class:`ChatClients`) shares endpoint clients between episodes."""
+    options = options or AgentOptions()
+    check_agent_spec(spec)
+    if spec in BUILTIN_AGENTS:
+        return reference_policy(spec, random_calls=options.random_calls)
+    from scaleenv.llm.openai_chat import ChatSettings
+
+    model = spec.partition(":")[2].strip()
+    settings = ChatSettings(model=model, base_url=options.base_url, api_key_env=options.api_key_env,
+                            timeout=options.timeout, max_retries=options.max_retries,
+                            temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed,
+                            extra_body=dict(options.extra_body))
+    clients = clients if clients is not None else ChatClients()
+    return OpenAIAgent(model, options, clients.get(settings))

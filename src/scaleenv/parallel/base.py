@@ -13,10 +13,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from scaleenv.errors import ScaleEnvError
-
-EXECUTORS = ("serial", "process", "ray")
-
 Sink = Callable[[Any], None]
 
 
@@ -42,21 +38,3 @@ class Executor(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def make_executor(kind: str, factory: Callable[[], BatchWorker], *, workers: int = 2,
-                  ray_address: str | None = None) -> Executor:
-    """An executor of ``kind`` whose workers are built by ``factory`` (picklable for process/ray)."""
-    if kind == "serial":
-        from scaleenv.parallel.serial import SerialExecutor
-
-        return SerialExecutor(factory)
-    if kind == "process":
-        from scaleenv.parallel.process import ProcessExecutor
-
-        return ProcessExecutor(factory, workers=workers)
-    if kind == "ray":
-        from scaleenv.parallel.ray_executor import RayExecutor
-
-        return RayExecutor(factory, workers=workers, address=ray_address)
-    raise ScaleEnvError(f"unknown executor {kind!r}; use serial, process or ray")

@@ -27,13 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scaleenv.env.agents import AgentOptions, ChatClients, check_agent_spec, make_agent
+from scaleenv.env.agents import AgentOptions, ChatClients
 from scaleenv.env.core import MODES, ToolEnv
 from scaleenv.env.loop import run_episode
+from scaleenv.env.policies import check_agent_spec, make_agent
 from scaleenv.env.users import UserOptions, check_user_spec, make_user
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.trajectory import episode_id, summary
-from scaleenv.parallel.base import EXECUTORS, Executor, make_executor
+from scaleenv.parallel import EXECUTORS, Executor, make_executor
 
 RESULTS_FORMAT = "scaleenv-results/1"
 Unit = tuple[str, int, int]  # (task_id, trial, seed)
