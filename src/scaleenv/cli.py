@@ -375,8 +375,13 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (http)."),
     port: int = typer.Option(8000, "--port", help="Port to listen on (http)."),
     mode: str = typer.Option("conversational", "--mode", help="conversational (scripted user replies) or solo."),
+    expose_evaluate: bool = typer.Option(False, "--expose-evaluate",
+                                         help="Also offer the evaluate tool and reward resource (operators "
+                                              "only: the reward gives the answer away)."),
+    max_sessions: int = typer.Option(256, "--max-sessions", help="Worlds kept at once (http); an evicted "
+                                                                 "session gets session_expired errors."),
 ) -> None:
-    """Serve a task's tools (plus send_message_to_user and evaluate) as an MCP server."""
+    """Serve a task's tools (plus send_message_to_user) as an MCP server."""
     import importlib.util
 
     from scaleenv.errors import ScaleEnvError
@@ -387,6 +392,8 @@ def serve(
         fail(f"unknown --mode {mode!r}; use conversational or solo")
     if not 0 < port < 65536:
         fail(f"--port must be between 1 and 65535, got {port}")
+    if max_sessions < 1:
+        fail(f"--max-sessions must be at least 1, got {max_sessions}")
     if not path.is_dir():
         fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
     if importlib.util.find_spec("mcp") is None:
@@ -394,7 +401,8 @@ def serve(
     from scaleenv.integrations.mcp_server import serve as serve_mcp
 
     try:
-        serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode)
+        serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode,
+                  expose_evaluate=expose_evaluate, max_sessions=max_sessions)
     except ScaleEnvError as e:
         fail(str(e))
 
