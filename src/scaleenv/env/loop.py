@@ -23,6 +23,7 @@ from scaleenv.env.agents import Agent, AgentContext, AgentError
 from scaleenv.env.users import User, UserContext, UserError
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP, Trajectory
+from scaleenv.tools.args import check_call_count
 
 MODES = ("conversational", "solo")
 
@@ -47,6 +48,10 @@ def _parse_calls(msg: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
     calls = msg.get("tool_calls")
     if not isinstance(calls, list):
         raise MalformedToolCall("tool_calls is not a list")
+    try:
+        check_call_count(len(calls))
+    except ValueError as e:
+        raise MalformedToolCall(str(e)) from None
     out = []
     for i, tc in enumerate(calls):
         fn = tc.get("function") if isinstance(tc, dict) else None
@@ -61,7 +66,7 @@ def _parse_calls(msg: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
         elif isinstance(raw, str):
             try:
                 args = json.loads(raw)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 raise MalformedToolCall(f"tool call {i} ({name[:64]}): arguments are not JSON ({e})") from None
         else:
             raise MalformedToolCall(f"tool call {i} ({name[:64]}): arguments are not a JSON string")
