@@ -149,20 +149,25 @@ def build(
     m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", chain_length)
     if not m or not 2 <= int(m.group(1)) <= int(m.group(2)) <= 12:
         fail(f"--chain-length must look like 3-8 (MIN-MAX, 2 <= MIN <= MAX <= 12), got {chain_length!r}")
-    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
+    from contextlib import ExitStack
+
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build, universe_lock
 
     cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains, bare=llm_cfg is not None),
                       tasks_per_domain=tasks_per_domain, seed=seed, scale=scale, resume=resume, executor=executor,
                       workers=workers, ray_address=ray_address, chain_length=(int(m.group(1)), int(m.group(2))),
                       llm=llm_cfg)
+    held = ExitStack()  # one writer at a time, from preparing --out to the last task
     try:
+        held.enter_context(universe_lock(out))
         prepare_out(cfg, force=force)
     except ScaleEnvError as e:
+        held.close()
         fail(str(e))
     from scaleenv.progress import BuildProgress
 
     t0 = time.perf_counter()
-    with BuildProgress(cfg.domains, tasks_per_domain, enabled=not quiet) as bar:
+    with held, BuildProgress(cfg.domains, tasks_per_domain, enabled=not quiet) as bar:
         try:
             results = run_build(cfg, bar.update)
         except KeyboardInterrupt:
