@@ -88,7 +88,8 @@ def test_stdio_round_trip():
     u = small_universe()
     task = tasks(u)[0]
     params = StdioServerParameters(command=sys.executable,
-                                   args=["-m", "scaleenv.cli", "serve", str(u), "--task", task.id], env=_env())
+                                   args=["-m", "scaleenv.cli", "serve", str(u), "--task", task.id, "--expose-evaluate"],
+                                   env=_env())
 
     async def main() -> None:
         async with Client(stdio_client(params)) as client:  # a transport: works on mcp 2.0 to 2.3
@@ -122,7 +123,7 @@ def test_streamable_http_sessions_have_their_own_worlds():
     task = tasks(u)[1]
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "scaleenv.cli", "serve", str(u), "--task", task.id,
-                             "--transport", "http", "--port", str(port)], env=_env(),
+                             "--transport", "http", "--port", str(port), "--expose-evaluate"], env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}/mcp"
     try:

@@ -149,20 +149,25 @@ def build(
     m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", chain_length)
     if not m or not 2 <= int(m.group(1)) <= int(m.group(2)) <= 12:
         fail(f"--chain-length must look like 3-8 (MIN-MAX, 2 <= MIN <= MAX <= 12), got {chain_length!r}")
-    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
+    from contextlib import ExitStack
+
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build, universe_lock
 
     cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains, bare=llm_cfg is not None),
                       tasks_per_domain=tasks_per_domain, seed=seed, scale=scale, resume=resume, executor=executor,
                       workers=workers, ray_address=ray_address, chain_length=(int(m.group(1)), int(m.group(2))),
                       llm=llm_cfg)
+    held = ExitStack()  # one writer at a time, from preparing --out to the last task
     try:
+        held.enter_context(universe_lock(out))
         prepare_out(cfg, force=force)
     except ScaleEnvError as e:
+        held.close()
         fail(str(e))
     from scaleenv.progress import BuildProgress
 
     t0 = time.perf_counter()
-    with BuildProgress(cfg.domains, tasks_per_domain, enabled=not quiet) as bar:
+    with held, BuildProgress(cfg.domains, tasks_per_domain, enabled=not quiet) as bar:
         try:
             results = run_build(cfg, bar.update)
         except KeyboardInterrupt:
@@ -375,8 +380,13 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (http)."),
     port: int = typer.Option(8000, "--port", help="Port to listen on (http)."),
     mode: str = typer.Option("conversational", "--mode", help="conversational (scripted user replies) or solo."),
+    expose_evaluate: bool = typer.Option(False, "--expose-evaluate",
+                                         help="Also offer the evaluate tool and reward resource (operators "
+                                              "only: the reward gives the answer away)."),
+    max_sessions: int = typer.Option(256, "--max-sessions", help="Worlds kept at once (http); an evicted "
+                                                                 "session gets session_expired errors."),
 ) -> None:
-    """Serve a task's tools (plus send_message_to_user and evaluate) as an MCP server."""
+    """Serve a task's tools (plus send_message_to_user) as an MCP server."""
     import importlib.util
 
     from scaleenv.errors import ScaleEnvError
@@ -387,6 +397,8 @@ def serve(
         fail(f"unknown --mode {mode!r}; use conversational or solo")
     if not 0 < port < 65536:
         fail(f"--port must be between 1 and 65535, got {port}")
+    if max_sessions < 1:
+        fail(f"--max-sessions must be at least 1, got {max_sessions}")
     if not path.is_dir():
         fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
     if importlib.util.find_spec("mcp") is None:
@@ -394,7 +406,8 @@ def serve(
     from scaleenv.integrations.mcp_server import serve as serve_mcp
 
     try:
-        serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode)
+        serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode,
+                  expose_evaluate=expose_evaluate, max_sessions=max_sessions)
     except ScaleEnvError as e:
         fail(str(e))
 

@@ -39,7 +39,9 @@ def read_json(path: Path) -> Any:
         raise UniverseError(f"{path}: missing file") from None
     except json.JSONDecodeError as e:
         raise UniverseError(f"{path}: line {e.lineno}: malformed JSON ({e.msg})") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except RecursionError:
+        raise UniverseError(f"{path}: malformed JSON (nested too deeply)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         raise UniverseError(f"{path}: cannot read ({e})") from None
 
 
@@ -123,14 +125,35 @@ _SPEC_CACHE: dict[str, DomainSpec] = {}
 
 
 def _cached_spec(path: str) -> DomainSpec:
-    if path not in _SPEC_CACHE:
+    """The spec at ``path``, checked with the rules of ``scaleenv validate`` (cached by path and file
+    identity, so a file rewritten in place is checked again)."""
+    from scaleenv.validation.spec import spec_problems
+
+    try:
+        st = Path(path).stat()
+        key = f"{path}\x00{st.st_mtime_ns}\x00{st.st_size}"
+    except OSError:
+        key = path
+    if key not in _SPEC_CACHE:
         data = read_json(Path(path))
+        if not isinstance(data, dict):
+            raise UniverseError(f"{path}: invalid spec (a JSON object is expected, not {type(data).__name__})")
         try:
-            _SPEC_CACHE[path] = DomainSpec.model_validate(data)
+            spec = DomainSpec.model_validate(data)
         except ValidationError as e:
             first = e.errors()[0]
             raise UniverseError(f"{path}: invalid spec ({'.'.join(map(str, first['loc']))}: {first['msg']})") from None
-    return _SPEC_CACHE[path]
+        except RecursionError:
+            raise UniverseError(f"{path}: invalid spec (nested too deeply)") from None
+        problems = spec_problems(spec)
+        if problems:
+            where, reason = problems[0]
+            more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+            raise UniverseError(f"{path}: invalid spec: {where}: {reason}{more}")
+        if len(_SPEC_CACHE) > 256:
+            _SPEC_CACHE.clear()
+        _SPEC_CACHE[key] = spec
+    return _SPEC_CACHE[key]
 
 
 def write_domain(root: Path, built: Any) -> None:

@@ -34,6 +34,7 @@ from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP, Trajectory
 from scaleenv.reward.state import Reward
+from scaleenv.tools.args import check_call_count
 from scaleenv.tools.runtime import ToolResult, error_output
 
 
@@ -114,6 +115,10 @@ def parse_tool_calls(msg: Mapping[str, Any]) -> list[tuple[str, str, dict[str, A
     calls = msg.get("tool_calls")
     if not isinstance(calls, list):
         raise MalformedToolCall("tool_calls is not a list")
+    try:
+        check_call_count(len(calls))
+    except ValueError as e:
+        raise MalformedToolCall(str(e)) from None
     out = []
     for i, tc in enumerate(calls):
         fn = tc.get("function") if isinstance(tc, dict) else None
@@ -128,7 +133,7 @@ def parse_tool_calls(msg: Mapping[str, Any]) -> list[tuple[str, str, dict[str, A
         elif isinstance(raw, str):
             try:
                 args = json.loads(raw)
-            except ValueError as e:
+            except (ValueError, RecursionError) as e:
                 raise MalformedToolCall(f"tool call {i} ({name[:64]}): arguments are not JSON ({e})") from None
         else:
             raise MalformedToolCall(f"tool call {i} ({name[:64]}): arguments are not a JSON string")

@@ -108,16 +108,35 @@ _FORBIDDEN = {
 }
 """Statements a tool's SQL may never contain: they escape the world, its transaction or its schema."""
 
+_RECURSIVE = getattr(sqlite3, "SQLITE_RECURSIVE", 33)
+FORBIDDEN_FUNCTIONS = frozenset({"load_extension", "randomblob", "zeroblob", "random", "readfile", "writefile",
+                                 "edit", "fts3_tokenizer", "zipfile", "sqlite_compileoption_get"})
+"""Functions tool SQL may not call: extensions and files, huge blobs, nondeterminism."""
+_LEADING = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*", re.S)
+
+
+def first_keyword(sql: str) -> str:
+    """The statement's first keyword, upper-cased, after comments and blanks (``VACUUM``, ``SELECT``...)."""
+    rest = sql[_LEADING.match(sql).end():]  # type: ignore[union-attr]
+    m = re.match(r"[A-Za-z]+", rest)
+    return m.group(0).upper() if m else ""
+
 
 def analyze_sql(conn: sqlite3.Connection, sql: str) -> SqlInfo:
     """Prepare ``sql`` on ``conn`` and report what it touches. Raises sqlite3.Error if it doesn't prepare."""
     info = SqlInfo()
 
     def auth(action: int, a1, a2, db, trigger) -> int:  # noqa: ANN001
-        if trigger is not None:
-            return sqlite3.SQLITE_OK
+        if isinstance(trigger, str) and trigger.startswith("_log_"):
+            return sqlite3.SQLITE_OK  # the world's own change-log triggers (CTE and view names arrive here too)
         if action in _FORBIDDEN:
             info.forbidden.add(_FORBIDDEN[action])
+            return sqlite3.SQLITE_OK
+        if action == _RECURSIVE:  # a recursive CTE may never end; tool SQL has no use for one
+            info.forbidden.add("recursive query (WITH RECURSIVE)")
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_FUNCTION and str(a2 or "").lower() in FORBIDDEN_FUNCTIONS:
+            info.forbidden.add(f"function {str(a2).lower()}()")
             return sqlite3.SQLITE_OK
         if (a1 or "").startswith("_") and action in (sqlite3.SQLITE_READ, sqlite3.SQLITE_UPDATE,
                                                      sqlite3.SQLITE_INSERT, sqlite3.SQLITE_DELETE):
@@ -137,9 +156,11 @@ def analyze_sql(conn: sqlite3.Connection, sql: str) -> SqlInfo:
 
     if ";" in _STRING.sub("''", sql).strip().rstrip(";"):
         raise sqlite3.ProgrammingError("only one SQL statement is allowed per entry")
+    if first_keyword(sql) == "VACUUM":  # VACUUM [INTO file] attaches its target only when it runs
+        info.forbidden.add("vacuum")
     conn.set_authorizer(auth)
     try:
         conn.execute("EXPLAIN " + strict_identifiers(sql), {p: None for p in sql_params(sql)}).fetchall()
     finally:
-        conn.set_authorizer(None)
+        conn.set_authorizer(getattr(conn, "authorize", None))  # a world connection's own guard
     return info

@@ -2,16 +2,23 @@
 
     tools       every tool of the task, with the domain's JSON Schema as ``inputSchema`` and
                 ``readOnlyHint`` from the tool's kind; ``send_message_to_user`` (the simulated user);
-                ``evaluate`` (the reward of the world as it is now: score, success, components, diff)
+                with ``expose_evaluate`` only, ``evaluate`` (the reward of the world as it is now:
+                score, success, components, diff)
     resources   ``scaleenv://task/system_prompt`` and ``scaleenv://task/request`` (what the agent is
-                told), ``scaleenv://task/reward`` (the same JSON as ``evaluate``)
+                told); with ``expose_evaluate`` only, ``scaleenv://task/reward`` (the same JSON)
+
+The reward is not an agent tool by default: it names every expected cell and answer fact, so an agent
+that can call it learns the answer (an operator who wants it, e.g. to score a finished session from
+the harness, passes ``--expose-evaluate``).
 
 Every client session gets its own world: over stdio one process serves one client; over streamable
 HTTP worlds are keyed by the ``Mcp-Session-Id`` of the session (the server advertises only the
-handshake protocol versions on ``server/discover``, so clients open sessions). Requests that carry no
-session (sessionless 2026-07-28 requests) share one default world. Tool failures (unknown tool, bad
-arguments, violated preconditions) are ``isError`` results with the runtime's JSON error, never
-protocol errors.
+handshake protocol versions on ``server/discover``, so clients open sessions). Over HTTP a request
+that carries no session id is refused (``no_session``): such clients would otherwise share one world.
+At most ``max_sessions`` worlds are kept; opening one more evicts the least recently used, and a
+later call of the evicted session gets a ``session_expired`` error instead of a silently fresh world.
+Tool failures (unknown tool, bad arguments, violated preconditions) are ``isError`` results with the
+runtime's JSON error, never protocol errors.
 
 Built on the low-level ``Server`` so that it works on mcp 2.0 to 2.3.
 """
@@ -22,8 +29,9 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.task import Task
 from scaleenv.integrations.session import (
     EVALUATE_TOOL,
@@ -35,6 +43,7 @@ from scaleenv.integrations.session import (
     TaskSource,
     task_source,
 )
+from scaleenv.tools.runtime import error_output
 
 TRANSPORTS = ("stdio", "http")
 RESOURCE_PREFIX = "scaleenv://task/"
@@ -67,31 +76,58 @@ def _session_key(ctx: Any) -> str | None:
     return None
 
 
-class SessionWorlds:
-    """One :class:`Session` (private world) per MCP session, least recently used first out."""
+class SessionError(ScaleEnvError):
+    """A request whose session has no world: ``code`` is ``no_session`` or ``session_expired``."""
 
-    def __init__(self, factory: Callable[[], Session], max_sessions: int = 256):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class SessionWorlds:
+    """One :class:`Session` (private world) per MCP session, least recently used first out.
+
+    An evicted session is remembered (the last ``64 * max_sessions`` of them), so that its next
+    request fails with ``session_expired`` rather than getting a fresh world that silently lost its
+    writes. With ``require_session`` a request without a session id is refused (``no_session``).
+    """
+
+    def __init__(self, factory: Callable[[], Session], max_sessions: int = 256, *, require_session: bool = False):
+        if max_sessions < 1:
+            raise IntegrationError(f"max_sessions must be at least 1, got {max_sessions}")
         self.factory = factory
         self.max_sessions = max_sessions
+        self.require_session = require_session
         self._sessions: OrderedDict[str | None, Session] = OrderedDict()
+        self._evicted: OrderedDict[str | None, None] = OrderedDict()
 
     def get(self, key: str | None) -> Session:
         s = self._sessions.get(key)
-        if s is None:
-            s = self._sessions[key] = self.factory()
-            while len(self._sessions) > self.max_sessions:
-                _, old = self._sessions.popitem(last=False)
-                old.close()
-        else:
+        if s is not None:
             self._sessions.move_to_end(key)
+            return s
+        if key is None and self.require_session:
+            raise SessionError("no_session", "this request carries no Mcp-Session-Id; open a session (initialize) "
+                                             "so that it gets its own world")
+        if key in self._evicted:
+            raise SessionError("session_expired", f"this session's world was evicted (more than {self.max_sessions} "
+                                                  "sessions were open) and its changes are gone; open a new session")
+        s = self._sessions[key] = self.factory()
+        while len(self._sessions) > self.max_sessions:
+            old_key, old = self._sessions.popitem(last=False)
+            old.close()
+            self._evicted[old_key] = None
+            while len(self._evicted) > 64 * self.max_sessions:
+                self._evicted.popitem(last=False)
         return s
 
     def __len__(self) -> int:
         return len(self._sessions)
 
 
-def tool_list(session: Session, types: Any) -> list[Any]:
-    """The MCP tools of a session: the domain's tools, the user tool and ``evaluate``."""
+def tool_list(session: Session, types: Any, *, expose_evaluate: bool = False) -> list[Any]:
+    """The MCP tools of a session: the domain's tools, the user tool (and ``evaluate`` if exposed)."""
     tools = []
     for schema in session.tool_schemas(user_tool=False):
         fn = schema["function"]
@@ -104,6 +140,8 @@ def tool_list(session: Session, types: Any) -> list[Any]:
     tools.append(types.Tool(name=USER_TOOL, description=user["description"], input_schema=user["parameters"],
                             annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False,
                                                               open_world_hint=True)))
+    if not expose_evaluate:
+        return tools
     tools.append(types.Tool(
         name=EVALUATE_TOOL,
         description="Score the world as it is now against the task's goal: returns JSON with score (0..1), "
@@ -115,19 +153,24 @@ def tool_list(session: Session, types: Any) -> list[Any]:
 
 def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scripted",
                      mode: str = "conversational", name: str = "scaleenv", max_sessions: int = 256,
-                     prefer_sessions: bool = False) -> Any:
+                     prefer_sessions: bool = False, expose_evaluate: bool = False,
+                     require_session: bool = False) -> Any:
     """A low-level MCP ``Server`` for one task; each client session gets a fresh episode.
 
     ``prefer_sessions`` (for streamable HTTP) answers ``server/discover`` with the handshake protocol
     versions only, so that clients fall back to the initialize handshake and get an ``Mcp-Session-Id``.
+    ``expose_evaluate`` lists the ``evaluate`` tool and the reward resource (never for agents in
+    training: the reward's diff gives the answer away). ``require_session`` refuses requests without
+    a session id (streamable HTTP), so that no two clients share a world.
     """
     types, Server = _mcp()
     clash = sorted(RESERVED_NAMES & set(task.tools))
     if clash:
         raise IntegrationError(f"task {task.id}: tool name {clash[0]!r} is reserved by the MCP server")
-    worlds = SessionWorlds(lambda: Session(source, task, user=user, mode=mode), max_sessions)
+    worlds = SessionWorlds(lambda: Session(source, task, user=user, mode=mode), max_sessions,
+                           require_session=require_session)
     probe = Session(source, task, user=user, mode=mode)
-    tools = tool_list(probe, types)
+    tools = tool_list(probe, types, expose_evaluate=expose_evaluate)
     prompt, request = probe.system_prompt(), probe.opening
     probe.close()
 
@@ -139,20 +182,25 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
         return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx: Any, params: Any) -> Any:
-        session = worlds.get(_session_key(ctx))
+        try:
+            session = worlds.get(_session_key(ctx))
+        except SessionError as e:
+            return text(error_output(e.code, e.message), True)
         args = params.arguments
-        if params.name == EVALUATE_TOOL:
+        if params.name == EVALUATE_TOOL and expose_evaluate:
             if args:
                 return text(f'{{"error": "invalid_arguments", "message": "{EVALUATE_TOOL} takes no arguments"}}', True)
             return text(session.reward_text(), structured=session.reward_json())
         res = session.call(params.name, args if args is not None else {})
         return text(res.output, not res.ok)
 
-    resources = {
+    resources: dict[str, tuple[str, Callable[[Session], str]]] = {
         "system_prompt": ("The agent's system prompt for this task.", lambda s: prompt),
         "request": ("The user's opening request.", lambda s: request),
-        "reward": ("The reward of this session's world now (JSON, as the evaluate tool).", lambda s: s.reward_text()),
     }
+    if expose_evaluate:
+        resources["reward"] = ("The reward of this session's world now (JSON, as the evaluate tool).",
+                               lambda s: s.reward_text())
 
     async def on_list_resources(ctx: Any, params: Any) -> Any:
         return types.ListResourcesResult(resources=[
@@ -164,13 +212,12 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
         uri = str(params.uri)
         key = uri[len(RESOURCE_PREFIX):] if uri.startswith(RESOURCE_PREFIX) else None
         if key not in resources:
-            why = f"unknown resource {uri!r}; see resources/list"
-            try:
-                from mcp.shared.exceptions import MCPError
-            except ImportError:  # pragma: no cover - older SDKs turn exceptions into errors themselves
-                raise ValueError(why) from None
-            raise MCPError(code=-32602, message=why)
-        body = resources[key][1](worlds.get(_session_key(ctx)))
+            _protocol_error(f"unknown resource {uri!r}; see resources/list")
+        try:
+            session = worlds.get(_session_key(ctx))
+        except SessionError as e:
+            _protocol_error(f"{e.code}: {e.message}")
+        body = resources[key][1](session)
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, text=body, mime_type="application/json" if key == "reward" else "text/plain")])
 
@@ -178,9 +225,19 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
                     on_call_tool=on_call_tool, on_list_resources=on_list_resources,
                     on_read_resource=on_read_resource)
     server.scaleenv_worlds = worlds  # type: ignore[attr-defined] - for tests and introspection
+    server.scaleenv_handlers = {"call_tool": on_call_tool, "read_resource": on_read_resource,  # type: ignore[attr-defined]
+                                "list_tools": on_list_tools, "list_resources": on_list_resources}
     if prefer_sessions:
         _prefer_sessions(server, types)
     return server
+
+
+def _protocol_error(why: str) -> NoReturn:
+    try:
+        from mcp.shared.exceptions import MCPError
+    except ImportError:  # pragma: no cover - older SDKs turn exceptions into errors themselves
+        raise ValueError(why) from None
+    raise MCPError(code=-32602, message=why)
 
 
 def _prefer_sessions(server: Any, types: Any) -> None:
@@ -198,13 +255,16 @@ def _prefer_sessions(server: Any, types: Any) -> None:
 
 
 def serve(universe: str | Path, task_id: str, *, transport: str = "stdio", host: str = "127.0.0.1",
-          port: int = 8000, user: str | None = "scripted", mode: str = "conversational") -> None:
+          port: int = 8000, user: str | None = "scripted", mode: str = "conversational",
+          expose_evaluate: bool = False, max_sessions: int = 256) -> None:
     """Serve one task over stdio or streamable HTTP (``http://HOST:PORT/mcp``) until stopped."""
     if transport not in TRANSPORTS:
         raise IntegrationError(f"unknown transport {transport!r}; use stdio or http")
     source = task_source(universe)
     task = source.task(task_id)
-    server = build_mcp_server(source, task, user=user, mode=mode, prefer_sessions=transport == "http")
+    http = transport == "http"
+    server = build_mcp_server(source, task, user=user, mode=mode, prefer_sessions=http, require_session=http,
+                              expose_evaluate=expose_evaluate, max_sessions=max_sessions)
     if transport == "stdio":
         import anyio
         from mcp.server.stdio import stdio_server

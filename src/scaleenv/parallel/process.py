@@ -17,14 +17,16 @@ from typing import Any
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.parallel.base import BatchWorker, Executor, Sink
+from scaleenv.parallel.lifeline import die_with_parent
 
 _WORKER: BatchWorker | None = None
 
 START_METHOD_ENV = "SCALEENV_MP_START"
 
 
-def _init(factory: Callable[[], BatchWorker]) -> None:
+def _init(factory: Callable[[], BatchWorker], parent: int | None = None) -> None:
     global _WORKER
+    die_with_parent(parent)  # a parent killed with SIGKILL leaves no worker behind
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _WORKER = factory()
 
@@ -61,8 +63,10 @@ class ProcessExecutor(Executor):
 
     def _pool(self) -> ProcessPoolExecutor:
         if self.pool is None:
-            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=_context(), initializer=_init,
-                                            initargs=(self.factory,))
+            ctx = _context()
+            parent = os.getpid() if ctx.get_start_method() == "fork" else None  # else: the fork server's child
+            self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_init,
+                                            initargs=(self.factory, parent))
         return self.pool
 
     def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:

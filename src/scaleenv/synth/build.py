@@ -8,7 +8,8 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,63 @@ from typing import Any
 from scaleenv import __version__
 from scaleenv.errors import ScaleEnvError, UniverseError
 from scaleenv.universe import FORMAT, read_json, read_tasks, write_domain, write_json
+from scaleenv.utils.fs import atomic_write_text
 
 Progress = Callable[[str, str, int, int], None]  # (domain, stage, done, total)
+
+LOCK_FILE = ".lock"
+LOCK_WAIT_S = 15.0
+"""How long a build waits for the universe lock (the workers of a killed build die within moments)."""
+_HELD: dict[str, list[Any]] = {}  # resolved out path -> [file, depth]: the lock is re-entrant in a process
+
+
+@contextmanager
+def universe_lock(out: Path, wait_s: float | None = None) -> Iterator[None]:
+    """Hold the exclusive write lock of a universe directory (``OUT/.lock``, an empty file, ``fcntl.flock``).
+
+    Two writers never run at once: a second build (or resume) waits up to ``LOCK_WAIT_S`` and then
+    fails with UniverseError. The lock belongs to the open file, so forked workers keep holding it
+    while they live: a resume cannot start while a killed build's workers still write.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - non-POSIX: no locking
+        yield
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        key = str(out.resolve())
+    except OSError as e:
+        raise UniverseError(f"{out}: cannot create the universe directory ({e.strerror or e})") from None
+    held = _HELD.get(key)
+    if held is not None and held[2] == os.getpid():
+        held[1] += 1
+        try:
+            yield
+        finally:
+            held[1] -= 1
+        return
+    try:
+        f = (out / LOCK_FILE).open("a", encoding="utf-8")
+    except OSError as e:
+        raise UniverseError(f"{out}: cannot create its lock file ({e.strerror or e})") from None
+    deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
+    while True:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                f.close()
+                raise UniverseError(f"{out} is being written by another scaleenv build; wait for it to finish "
+                                    "(or stop it) and resume") from None
+            time.sleep(0.1)
+    _HELD[key] = [f, 1, os.getpid()]
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        f.close()  # closing the file releases the lock (once no forked worker holds it any more)
 
 
 @dataclass
@@ -104,11 +160,15 @@ def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Ca
     final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
     if resume and final.exists():
         attempt, rejections = _load_attempt_log(log)
-        return list(read_tasks(final)), attempt, rejections, True
+        tasks = list(read_tasks(final))
+        unique = dedup_tasks(tasks)
+        if len(unique) != len(tasks):  # an older build's duplicated lines: keep each task once
+            atomic_write_text(final, "".join(t.to_jsonl() + "\n" for t in unique))
+        return unique, attempt, rejections, True
     tdir.mkdir(parents=True, exist_ok=True)
     tasks: list[Any] = []
     if resume and partial.exists():
-        tasks = list(read_tasks(partial, tolerate_torn_tail=True))
+        tasks = dedup_tasks(list(read_tasks(partial, tolerate_torn_tail=True)))
         attempt, rejections = _load_attempt_log(log)
         if tasks:
             attempt = max(attempt, tasks[-1].attempt + 1)
@@ -142,6 +202,21 @@ def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Ca
                 progress(name, "tasks", len(tasks), k)
     os.replace(partial, final)
     return tasks, attempt, rejections, False
+
+
+def dedup_tasks(tasks: list[Any]) -> list[Any]:
+    """Each task once (by id, and by chain and initial state), in file order."""
+    ids: set[str] = set()
+    keys: set[tuple[str, str]] = set()
+    out = []
+    for t in tasks:
+        k = t.dedup_key()
+        if t.id in ids or k in keys:
+            continue
+        ids.add(t.id)
+        keys.add(k)
+        out.append(t)
+    return out
 
 
 def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progress | None = None) -> DomainResult:
@@ -199,6 +274,11 @@ def _job(args: tuple[str, str, dict[str, Any], Any]) -> DomainResult:
 
 
 def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
+    with universe_lock(cfg.out):
+        _prepare_out(cfg, force)
+
+
+def _prepare_out(cfg: BuildConfig, force: bool) -> None:
     manifest = cfg.out / "universe.json"
     if manifest.exists():
         old = read_json(manifest)
@@ -208,19 +288,35 @@ def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
                 raise UniverseError(f"{cfg.out} was built with different settings ({prev}); "
                                     "resume with the same flags or pick another --out")
         elif force:
-            shutil.rmtree(cfg.out)
+            _clear(cfg.out)
         else:
             raise UniverseError(f"{cfg.out} already holds a universe; pass --resume to continue it, "
                                 "--force to overwrite it, or another --out")
-    elif cfg.out.exists() and any(cfg.out.iterdir()) and not force:
+    elif cfg.out.exists() and any(p.name != LOCK_FILE for p in cfg.out.iterdir()) and not force:
         raise UniverseError(f"{cfg.out} exists and is not empty; pick another --out or pass --force")
     cfg.out.mkdir(parents=True, exist_ok=True)
     write_json(manifest, {"format": FORMAT, "status": "building", "backend": cfg.backend,
                           "scaleenv": __version__, "domains": cfg.domains, "build": cfg.manifest_key()})
 
 
+def _clear(out: Path) -> None:
+    """Empty ``out`` for --force, keeping the lock file this build holds."""
+    for p in out.iterdir():
+        if p.name == LOCK_FILE:
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
 def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[DomainResult]:
-    """Build (or resume) a universe; returns per-domain results in domain order."""
+    """Build (or resume) a universe; returns per-domain results in domain order (under the lock)."""
+    with universe_lock(cfg.out):
+        return _run_build(cfg, progress)
+
+
+def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult]:
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
                "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm}
     results: dict[str, DomainResult] = {}
@@ -258,13 +354,20 @@ def _drain(queue: Any, progress: Progress | None) -> None:
 def _run_process(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from multiprocessing.managers import SyncManager
 
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else mp.get_context()
-    manager = ctx.Manager()
+    from scaleenv.parallel.lifeline import die_with_parent
+
+    forking = "fork" in mp.get_all_start_methods()
+    ctx = mp.get_context("fork") if forking else mp.get_context()
+    me = os.getpid() if forking else None
+    manager = SyncManager(ctx=ctx)
+    manager.start(die_with_parent, (me,))  # the progress queue's server, too, dies with this process
     queue = manager.Queue()
     results: dict[str, DomainResult] = {}
     try:
-        with ProcessPoolExecutor(max_workers=max(1, cfg.workers), mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=max(1, cfg.workers), mp_context=ctx, initializer=die_with_parent,
+                                 initargs=(me,)) as pool:
             futures = {pool.submit(_job, (str(cfg.out), n, job_cfg, queue)): n for n in cfg.domains}
             pending = set(futures)
             while pending:

@@ -11,6 +11,18 @@ from scaleenv.formats.domain import Param, ToolSpec
 
 _MAX_STRING = 10_000
 _MAX_ARRAY = 1_000
+MAX_ARGUMENT_CHARS = 65_536
+"""The most characters the arguments of one call may take (as JSON text, and bound in total)."""
+MAX_ARGUMENT_KEYS = 64
+"""The most argument names one call may carry (declared or not)."""
+MAX_CALLS_PER_MESSAGE = 32
+"""The most tool calls one agent message may make."""
+
+
+def check_call_count(n: int) -> None:
+    """Raise ValueError when one agent message makes more than :data:`MAX_CALLS_PER_MESSAGE` calls."""
+    if n > MAX_CALLS_PER_MESSAGE:
+        raise ValueError(f"{n} tool calls in one message (at most {MAX_CALLS_PER_MESSAGE})")
 _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1  # what SQLite can bind
 
 
@@ -80,6 +92,8 @@ def validate_arguments(tool: ToolSpec, args: Any) -> dict[str, Any]:
     Raises ``ToolError("invalid_arguments", ...)`` naming every problem.
     """
     if isinstance(args, str | bytes):
+        if len(args) > MAX_ARGUMENT_CHARS:
+            raise ToolError("invalid_arguments", f"arguments are longer than {MAX_ARGUMENT_CHARS} characters")
         try:
             args = json.loads(args) if args.strip() else {}
         except (ValueError, TypeError, RecursionError) as e:
@@ -88,6 +102,9 @@ def validate_arguments(tool: ToolSpec, args: Any) -> dict[str, Any]:
         args = {}
     if not isinstance(args, dict):
         raise ToolError("invalid_arguments", "arguments must be a JSON object")
+    if len(args) > MAX_ARGUMENT_KEYS:
+        raise ToolError("invalid_arguments", f"{len(args)} arguments (at most {MAX_ARGUMENT_KEYS}; {tool.name} takes "
+                                             f"{len(tool.parameters)})")
     problems: list[str] = []
     declared = {p.name: p for p in tool.parameters}
     for k in args:
@@ -106,4 +123,7 @@ def validate_arguments(tool: ToolSpec, args: Any) -> dict[str, Any]:
             problems.append(f"{name}: {e}")
     if problems:
         raise ToolError("invalid_arguments", "; ".join(problems))
+    total = sum(len(v) if isinstance(v, str) else 24 for v in bound.values() if v is not None)
+    if total > MAX_ARGUMENT_CHARS:
+        raise ToolError("invalid_arguments", f"arguments total {total} characters (at most {MAX_ARGUMENT_CHARS})")
     return bound

@@ -15,6 +15,7 @@ from scaleenv.formats.domain import Contract, Generated, ToolSpec
 from scaleenv.tools.args import validate_arguments
 from scaleenv.tools.pyimpl import WorldAPI, compile_python_tool
 from scaleenv.world.ddl import next_id_query
+from scaleenv.world.guard import extra_authorizer
 from scaleenv.world.world import World
 
 
@@ -153,11 +154,8 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
         if python:
             fn = compile_python_tool(tool.implementation.source or "")
             api = WorldAPI(conn, world.clock)
-            conn.set_authorizer(_deny_escapes)
-            try:
+            with extra_authorizer(conn, _deny_escapes):
                 value = fn(api, dict(params))
-            finally:
-                conn.set_authorizer(None)
         for stmt in tool.effects:
             conn.execute(stmt, params)
         if tool.kind == "read" and conn.total_changes != before:

@@ -351,6 +351,7 @@ def vet_sql(conn: sqlite3.Connection, sql: str) -> list[str]:
     authorizer: no schema changes, transactions, ATTACH, PRAGMA, recursion or file functions, and no
     nondeterministic functions (``random()`` would make verification unrepeatable)."""
     from scaleenv.formats.sqlinfo import sql_params, strict_identifiers
+    from scaleenv.world.guard import restore_authorizer
 
     refused: list[str] = []
 
@@ -377,7 +378,7 @@ def vet_sql(conn: sqlite3.Connection, sql: str) -> list[str]:
             return [f"not allowed in tool SQL: {', '.join(sorted(set(refused)))}"]
         return [f"SQL does not prepare: {e}"]
     finally:
-        conn.set_authorizer(None)
+        restore_authorizer(conn)
     if refused:
         return [f"not allowed in tool SQL: {', '.join(sorted(set(refused)))}"]
     return []

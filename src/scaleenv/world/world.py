@@ -15,6 +15,7 @@ from typing import Any
 from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
 from scaleenv.world.ddl import CHANGES_TABLE, META_TABLE, quote_ident, schema_ddl
+from scaleenv.world.guard import PROGRESS_STEPS, GuardedConnection, guarded_connect
 
 
 def norm_value(v: Any) -> Any:
@@ -102,30 +103,37 @@ class World:
                           else 0 for t in spec.tables}
         if conn is None:
             conn = self._connect()
+            conn.building = True  # the guard lets the world's own DDL through, nothing else
             try:
                 for stmt in schema_ddl(spec):
                     conn.execute(stmt)
                 conn.execute(f"INSERT INTO {META_TABLE} VALUES ('clock', ?)", (spec.clock,))
             except sqlite3.Error as e:
                 raise WorldError(f"cannot build schema for domain {spec.name!r}: {e}") from e
+            finally:
+                conn.building = False
         self.conn = conn
         self._snap: bytes | None = None
         self._base: _HashBase | None = None
+        if isinstance(conn, GuardedConnection):
+            conn.owner_deadline = self._deadline_of
+        else:  # a caller's own connection: at least bound its statements by the tool deadline
+            conn.set_progress_handler(self._over_deadline, PROGRESS_STEPS)
         self.deadline: float | None = None
-        conn.set_progress_handler(self._over_deadline, 20_000)
 
     @staticmethod
-    def _connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA foreign_keys = ON")
-        return conn
+    def _connect() -> GuardedConnection:
+        return guarded_connect()
+
+    def _deadline_of(self) -> float | None:
+        return self.deadline
 
     @classmethod
     def from_snapshot(cls, spec: DomainSpec, data: bytes) -> World:
         _check_snapshot(spec, data)
         conn = cls._connect()
         try:
-            conn.deserialize(data)
+            _deserialize(conn, data)
         except (sqlite3.Error, TypeError, ValueError, OverflowError) as e:
             conn.close()
             raise WorldError(f"cannot restore a world of domain {spec.name!r} from a snapshot: {e}") from e
@@ -134,8 +142,9 @@ class World:
         return world
 
     def _over_deadline(self) -> int:
-        """SQLite's progress handler: a non-zero answer interrupts the running statement. The tool
-        runtime sets ``deadline`` for the length of one call, so runaway SQL cannot hang an episode."""
+        """The progress handler of a connection the caller made: a non-zero answer interrupts the
+        running statement. The tool runtime sets ``deadline`` for the length of one call, so runaway
+        SQL cannot hang an episode (guarded connections also bound every statement; see guard.py)."""
         return 1 if self.deadline is not None and time.monotonic() > self.deadline else 0
 
     # --- data -----------------------------------------------------------------
@@ -237,7 +246,7 @@ class World:
         """Reset to a snapshot without re-parsing anything (``deserialize``)."""
         _check_snapshot(self.spec, data)
         try:
-            self.conn.deserialize(data)
+            _deserialize(self.conn, data)
         except (sqlite3.Error, TypeError, ValueError, OverflowError) as e:
             raise WorldError(f"cannot restore a world of domain {self.spec.name!r} from a snapshot: {e}") from e
         self._snap = data if type(data) is bytes else None
@@ -395,6 +404,18 @@ class World:
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _deserialize(conn: sqlite3.Connection, data: Any) -> None:
+    """``deserialize`` runs an internal ``ATTACH ... AS main``, which the guard otherwise refuses."""
+    guarded = isinstance(conn, GuardedConnection)
+    if guarded:
+        conn.building = True
+    try:
+        conn.deserialize(data)
+    finally:
+        if guarded:
+            conn.building = False
 
 
 def _check_snapshot(spec: DomainSpec, data: Any) -> None:
