@@ -8,7 +8,8 @@ import json
 import pytest
 
 from example_domain import SPEC
-from scaleenv.env.loop import MalformedToolCall, _parse_calls
+from scaleenv.env.core import MalformedToolCall
+from scaleenv.env.core import parse_tool_calls as _parse_calls
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.tools.args import MAX_ARGUMENT_CHARS, MAX_CALLS_PER_MESSAGE, validate_arguments

@@ -19,9 +19,15 @@ app = typer.Typer(
 )
 
 
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print one line to stderr and exit (2 = bad input)."""
-    typer.echo(f"error: {message}", err=True)
+def fail(message: str | BaseException, code: int | None = None) -> NoReturn:
+    """Print one line to stderr and exit: with ``code``, else the error's own exit status
+    (:func:`scaleenv.errors.exit_code`: 2 bad input, 3 a model provider failed), else 2."""
+    from scaleenv.errors import exit_code
+
+    if code is None:
+        code = exit_code(message) if isinstance(message, BaseException) else 2
+    text = str(message).strip().splitlines()
+    typer.echo(f"error: {text[0] if text else type(message).__name__}", err=True)
     raise typer.Exit(code)
 
 
@@ -43,7 +49,7 @@ def validate(path: Path = typer.Argument(..., help="A domain spec JSON file, or 
         try:
             summary = validate_universe(path)
         except ScaleEnvError as e:
-            fail(str(e))
+            fail(e)
         typer.echo(summary)
         return
     try:
@@ -53,7 +59,7 @@ def validate(path: Path = typer.Argument(..., help="A domain spec JSON file, or 
             typer.echo(f"{path}: {p}: {reason}", err=True)
         raise typer.Exit(2) from None
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
     n_write = sum(t.kind == "write" for t in spec.tools)
     typer.echo(
         f"ok: {spec.name}: {len(spec.tables)} tables, {len(spec.tools)} tools "
@@ -141,7 +147,7 @@ def build(
         try:
             llm_cfg = cli_settings(llm, base_url, api_key_env, llm_role, llm_cache, llm_config)
         except ScaleEnvError as e:
-            fail(str(e))
+            fail(e)
     if executor not in ("serial", "process", "ray"):
         fail(f"unknown --executor {executor!r}; use serial, process or ray")
     if domain and domains is not None:
@@ -163,7 +169,7 @@ def build(
         prepare_out(cfg, force=force)
     except ScaleEnvError as e:
         held.close()
-        fail(str(e))
+        fail(e)
     from scaleenv.progress import BuildProgress
 
     t0 = time.perf_counter()
@@ -176,7 +182,7 @@ def build(
                        err=True)
             raise typer.Exit(130) from None
         except ScaleEnvError as e:
-            fail(str(e))
+            fail(e)
     from scaleenv.progress import print_build_summary
 
     print_build_summary(results, out, time.perf_counter() - t0)
@@ -194,7 +200,7 @@ def inspect(
     try:
         counts = universe_counts(path)
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
     if as_json:
         _emit(counts)
         return
@@ -215,7 +221,7 @@ def check(
     try:
         result = check_universe(path)
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
     if as_json:
         _emit(result)
     else:
@@ -312,7 +318,7 @@ def rollout(
             raise typer.Exit(130) from None
         except ScaleEnvError as e:
             bar.progress.stop()
-            fail(str(e))
+            fail(e)
     if as_json:
         _emit({k: v for k, v in results.items() if k not in ("simulations", "tasks")})
         return
@@ -340,7 +346,7 @@ def report(
     try:
         html = universe_report(path, results)
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
     except (ValueError, KeyError) as e:
         fail(f"cannot read {results}: {e}")
     atomic_write_text(out, html)
@@ -359,7 +365,7 @@ def bench(
     try:
         figures = run_bench(quick=quick)
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
     if as_json:
         _emit(figures)
         return
@@ -409,7 +415,7 @@ def serve(
         serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode,
                   expose_evaluate=expose_evaluate, max_sessions=max_sessions)
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
 
 
 @app.command()
@@ -433,17 +439,23 @@ def export(
     try:
         summary = export_universe(path, fmt, out, mode=mode, domains=domain)
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
     typer.echo(f"exported {summary['tasks']} tasks as {fmt}: {summary['out']}")
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point: any scaleenv error a command lets through is one line and its exit status."""
+    from scaleenv.errors import ScaleEnvError, exit_code
+
     try:
         app()
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    except ScaleEnvError as e:
+        lines = str(e).strip().splitlines()
+        typer.echo(f"error: {lines[0] if lines else type(e).__name__}", err=True)
+        sys.exit(exit_code(e))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,30 @@
-"""One exception hierarchy for everything scaleenv raises on purpose."""
+"""One exception hierarchy for everything scaleenv raises on purpose, cut by boundary.
+
+    ScaleEnvError
+      InputError       bad input files, flags or settings (a spec, a universe, a config): exit 2
+        SpecError, UniverseError, WorldError, and each stage's settings errors
+      ToolCallError    an agent's or a gold chain's tool call failed (ToolError, ChainError)
+      ProviderError    a model provider failed: endpoint, timeout, malformed reply: exit 3
+      SandboxError     generated code broke the sandbox's rules
+      Rejection        a candidate (a task, a tool) was rejected at build time, with a reason
+
+:func:`exit_code` is the one mapping from an error to the CLI's exit status.
+"""
 
 
 class ScaleEnvError(Exception):
     """Root of every error scaleenv raises deliberately."""
 
+    exit_code = 1
 
-class SpecError(ScaleEnvError):
+
+class InputError(ScaleEnvError):
+    """Bad input: a file, a flag or a setting that the user can fix (the message says how)."""
+
+    exit_code = 2
+
+
+class SpecError(InputError):
     """A domain spec is malformed or inconsistent. ``problems`` lists (path, reason) pairs."""
 
     def __init__(self, problems: list[tuple[str, str]]):
@@ -15,11 +34,19 @@ class SpecError(ScaleEnvError):
         super().__init__(f"invalid domain spec: {lines}{more}")
 
 
-class WorldError(ScaleEnvError):
-    """A world could not be built, loaded or restored."""
+class WorldError(InputError):
+    """A world could not be built, loaded or restored from the data it was given."""
 
 
-class ToolError(ScaleEnvError):
+class UniverseError(InputError):
+    """A universe directory or one of its files is missing or corrupt."""
+
+
+class ToolCallError(ScaleEnvError):
+    """A tool call failed (an agent's mistake, or a gold chain that no longer replays)."""
+
+
+class ToolError(ToolCallError):
     """A tool call failed. ``code`` is the declared error code (or a runtime code such as ``invalid_arguments``)."""
 
     def __init__(self, code: str, message: str):
@@ -28,5 +55,24 @@ class ToolError(ScaleEnvError):
         super().__init__(f"{code}: {message}")
 
 
-class UniverseError(ScaleEnvError):
-    """A universe directory or one of its files is missing or corrupt."""
+class ProviderError(ScaleEnvError):
+    """A model provider failed: the endpoint, a timeout, or a reply that cannot be used."""
+
+    exit_code = 3
+
+
+class SandboxError(ScaleEnvError):
+    """Generated code broke the sandbox's rules or its limits."""
+
+
+class Rejection(ScaleEnvError):
+    """A candidate was rejected at build time; ``reason`` is its rejection reason."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+def exit_code(error: BaseException) -> int:
+    """The CLI's exit status for an error: 2 for bad input, 3 for a provider failure, 1 otherwise."""
+    return int(getattr(error, "exit_code", 1)) if isinstance(error, ScaleEnvError) else 1

@@ -14,11 +14,11 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import ProviderError
 from scaleenv.formats.task import Task
 
 
-class AgentError(ScaleEnvError):
+class AgentError(ProviderError):
     """The agent could not produce a message (endpoint error, timeout, malformed reply)."""
 
 

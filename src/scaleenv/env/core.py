@@ -29,7 +29,7 @@ from typing import Any
 
 from scaleenv.env.episode import Episode
 from scaleenv.env.users import User, UserContext, UserError
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import InputError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP, Trajectory
@@ -65,7 +65,7 @@ class Termination(StrEnum):
     ERROR = "error"
 
 
-class EnvError(ScaleEnvError):
+class EnvError(InputError):
     """A caller used an environment wrongly (stepping a finished episode, an unknown mode)."""
 
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scaleenv.env.agents import EndpointOptions
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import ProviderError
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP
 
 
-class UserError(ScaleEnvError):
+class UserError(ProviderError):
     """The simulated user could not produce a message (endpoint error, timeout, malformed reply)."""
 
 

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import InputError
 from scaleenv.formats.task import Task
 from scaleenv.integrations.session import (
     EVALUATE_TOOL,
@@ -76,7 +76,7 @@ def _session_key(ctx: Any) -> str | None:
     return None
 
 
-class SessionError(ScaleEnvError):
+class SessionError(InputError):
     """A request whose session has no world: ``code`` is ``no_session`` or ``session_expired``."""
 
     def __init__(self, code: str, message: str):

@@ -28,7 +28,7 @@ from scaleenv.env.core import MODES, USER_TOOL, USER_TOOL_SCHEMA, Channel, EnvEr
 from scaleenv.env.core import run_sync as core_run_sync
 from scaleenv.env.prompts import SOLO_TOOL_SUFFIX, TOOL_ONLY_SUFFIX, system_prompt
 from scaleenv.env.users import ScriptedUser, UserContext
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import InputError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.reward.state import Reward
@@ -48,7 +48,7 @@ TaskSource = TaskWorldCache
 """The specs, base worlds, tasks and verified task worlds of one universe directory (the one cache)."""
 
 
-class IntegrationError(ScaleEnvError):
+class IntegrationError(InputError):
     """A dataset row, setting or framework object an adapter cannot use (one line says why)."""
 
 

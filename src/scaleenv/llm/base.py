@@ -14,10 +14,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import ProviderError
 
 
-class LLMError(ScaleEnvError):
+class LLMError(ProviderError):
     """A chat request failed for good (after retries), or the endpoint is misconfigured."""
 
 

@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import ProviderError
 
 
-class ChatError(ScaleEnvError):
+class ChatError(ProviderError):
     def __init__(self, kind: str, message: str):
         self.kind = kind
         self.message = message

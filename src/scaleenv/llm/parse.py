@@ -8,10 +8,10 @@ import json
 import re
 from typing import Any
 
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import ProviderError
 
 
-class ParseError(ScaleEnvError):
+class ParseError(ProviderError):
     """The text holds no usable JSON (or code); the message says what was wrong, for a repair prompt."""
 
 

@@ -27,8 +27,9 @@ class Executor(ABC):
     workers = 1
 
     @abstractmethod
-    def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:
-        """Run every batch of episode jobs and hand each finished episode to ``sink``."""
+    def run(self, batches: Iterable[list[Any]], sink: Sink, tick: Callable[[], None] | None = None) -> None:
+        """Run every batch and hand each finished item to ``sink``; ``tick`` (if given) is called
+        now and then while waiting (to drain a progress queue)."""
 
     def close(self) -> None:  # noqa: B027 - optional hook: executors without resources keep this no-op
         """Release workers (processes, actors); a no-op for the serial executor."""

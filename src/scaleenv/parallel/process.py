@@ -36,7 +36,7 @@ def _run(batch: list[Any]) -> list[Any]:
     return _WORKER.run_batch(batch)
 
 
-def _context() -> Any:
+def start_context(preload: tuple[str, ...] = ("scaleenv.run.rollout", "scaleenv.synth.build")) -> Any:
     """``fork`` (fast start) while this process has a single thread; otherwise ``forkserver``, since
     forking a process whose other threads may hold locks (a progress bar's refresh thread writing to
     the terminal) can deadlock the child. ``$SCALEENV_MP_START`` overrides."""
@@ -48,7 +48,7 @@ def _context() -> Any:
         return mp.get_context("fork")
     if "forkserver" in methods:
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["scaleenv.run.rollout"])
+        ctx.set_forkserver_preload(list(preload))
         return ctx
     return mp.get_context()
 
@@ -63,13 +63,13 @@ class ProcessExecutor(Executor):
 
     def _pool(self) -> ProcessPoolExecutor:
         if self.pool is None:
-            ctx = _context()
+            ctx = start_context()
             parent = os.getpid() if ctx.get_start_method() == "fork" else None  # else: the fork server's child
             self.pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_init,
                                             initargs=(self.factory, parent))
         return self.pool
 
-    def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:
+    def run(self, batches: Iterable[list[Any]], sink: Sink, tick: Callable[[], None] | None = None) -> None:
         pool = self._pool()
         todo = iter(batches)
         pending: set[Future] = set()
@@ -83,7 +83,9 @@ class ProcessExecutor(Executor):
                     pending.add(pool.submit(_run, batch))
                 if not pending:
                     return
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                done, pending = wait(pending, timeout=0.2 if tick else None, return_when=FIRST_COMPLETED)
+                if tick:
+                    tick()
                 for f in done:
                     for item in f.result():
                         sink(item)

@@ -60,7 +60,7 @@ class RayExecutor(Executor):
             ray.get([a.ping.remote() for a in self.actors])
         return ray
 
-    def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:
+    def run(self, batches: Iterable[list[Any]], sink: Sink, tick: Callable[[], None] | None = None) -> None:
         ray = self._ensure()
         todo = iter(batches)
         owner: dict[Any, Any] = {}

@@ -15,7 +15,7 @@ class SerialExecutor(Executor):
         self.factory = factory
         self.worker: BatchWorker | None = None
 
-    def run(self, batches: Iterable[list[Any]], sink: Sink) -> None:
+    def run(self, batches: Iterable[list[Any]], sink: Sink, tick: Callable[[], None] | None = None) -> None:
         if self.worker is None:
             self.worker = self.factory()
         for batch in batches:

@@ -32,7 +32,7 @@ from scaleenv.env.core import MODES, ToolEnv
 from scaleenv.env.loop import run_episode
 from scaleenv.env.policies import check_agent_spec, make_agent
 from scaleenv.env.users import UserOptions, check_user_spec, make_user
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import InputError, ScaleEnvError
 from scaleenv.formats.trajectory import episode_id, summary
 from scaleenv.parallel import EXECUTORS, Executor, make_executor
 
@@ -40,7 +40,7 @@ RESULTS_FORMAT = "scaleenv-results/1"
 Unit = tuple[str, int, int]  # (task_id, trial, seed)
 
 
-class RolloutError(ScaleEnvError):
+class RolloutError(InputError):
     """Bad rollout settings or files (the CLI prints it as one line and exits 2)."""
 
 

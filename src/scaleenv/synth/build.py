@@ -3,11 +3,10 @@ serial, process or Ray executor. The work unit is one domain; every executor giv
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import shutil
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,11 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from scaleenv import __version__
-from scaleenv.errors import ScaleEnvError, UniverseError
-from scaleenv.universe import FORMAT, read_json, read_tasks, write_domain, write_json
-from scaleenv.utils.fs import atomic_write_text
-
-Progress = Callable[[str, str, int, int], None]  # (domain, stage, done, total)
+from scaleenv.errors import UniverseError
+from scaleenv.synth.attempts import Progress, load_phase1, run_task_attempts
+from scaleenv.universe import FORMAT, read_json, write_domain, write_json
 
 LOCK_FILE = ".lock"
 LOCK_WAIT_S = 15.0
@@ -118,159 +115,77 @@ class DomainResult:
     stage_s: dict[str, float] = field(default_factory=dict)
 
 
-def _load_attempt_log(path: Path) -> tuple[int, Counter]:
-    nxt, rej = 0, Counter()
-    if not path.exists():
-        return nxt, rej
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line after a crash
-        nxt = max(nxt, rec["attempt"] + 1)
-        if rec.get("rejected"):
-            rej[rec["rejected"]] += 1
-    return nxt, rej
-
-
-def load_phase1(ddir: Path) -> tuple[Any, bytes, dict[str, Any], Any, int]:
-    """A finished domain's Phase 1 artifacts: (spec, base snapshot, tests report, graph, derived tools)."""
-    from scaleenv.formats.domain import DomainSpec
-    from scaleenv.synth.graph.build import ToolGraph
-
-    spec = DomainSpec.model_validate(read_json(ddir / "spec.json"))
-    base = (ddir / "base.sqlite").read_bytes()
-    tests = read_json(ddir / "tests.json")
-    return spec, base, tests, ToolGraph.from_json(read_json(ddir / "graph.json")), tests["tools"]
-
-
-def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Callable[[int], Any],
-                      max_attempts: int, progress: Progress | None = None,
-                      after_attempt: Callable[[int], None] | None = None) -> tuple[list[Any], int, Counter, bool]:
-    """Phase 2's attempt loop, shared by both back ends: call ``make_task(attempt)`` until ``k`` tasks
-    are accepted (or ``max_attempts`` are spent), dropping duplicates and counting every rejection.
-
-    Each accepted task is flushed to ``tasks/<d>.partial.jsonl`` and each attempt to
-    ``domains/<d>/attempts.jsonl`` as it happens, so a crash loses nothing; with ``resume`` the loop
-    continues where they stop. Returns (tasks, attempts, rejections, whether Phase 2 was already done).
-    """
-    from scaleenv.synth.tasks.generate import TaskRejected
-
-    ddir, tdir = root / "domains" / name, root / "tasks"
-    final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
-    if resume and final.exists():
-        attempt, rejections = _load_attempt_log(log)
-        tasks = list(read_tasks(final))
-        unique = dedup_tasks(tasks)
-        if len(unique) != len(tasks):  # an older build's duplicated lines: keep each task once
-            atomic_write_text(final, "".join(t.to_jsonl() + "\n" for t in unique))
-        return unique, attempt, rejections, True
-    tdir.mkdir(parents=True, exist_ok=True)
-    tasks: list[Any] = []
-    if resume and partial.exists():
-        tasks = dedup_tasks(list(read_tasks(partial, tolerate_torn_tail=True)))
-        attempt, rejections = _load_attempt_log(log)
-        if tasks:
-            attempt = max(attempt, tasks[-1].attempt + 1)
-    else:
-        attempt, rejections = 0, Counter()
-        log.unlink(missing_ok=True)
-    # rewrite the partial file with only whole lines (drops a torn tail)
-    partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
-    seen = {t.dedup_key() for t in tasks}
-    with partial.open("a", encoding="utf-8") as out, log.open("a", encoding="utf-8") as logf:
-        while len(tasks) < k and attempt < max_attempts:
-            rec: dict[str, Any] = {"attempt": attempt}
-            try:
-                task = make_task(attempt)
-                if task.dedup_key() in seen:
-                    raise TaskRejected("duplicate")
-                seen.add(task.dedup_key())
-                out.write(task.to_jsonl() + "\n")
-                out.flush()
-                tasks.append(task)
-                rec["task"] = task.id
-            except TaskRejected as e:
-                rejections[e.reason] += 1
-                rec["rejected"] = e.reason
-            logf.write(json.dumps(rec, sort_keys=True) + "\n")
-            logf.flush()
-            attempt += 1
-            if after_attempt:
-                after_attempt(len(tasks))
-            if progress:
-                progress(name, "tasks", len(tasks), k)
-    os.replace(partial, final)
-    return tasks, attempt, rejections, False
-
-
-def dedup_tasks(tasks: list[Any]) -> list[Any]:
-    """Each task once (by id, and by chain and initial state), in file order."""
-    ids: set[str] = set()
-    keys: set[tuple[str, str]] = set()
-    out = []
-    for t in tasks:
-        k = t.dedup_key()
-        if t.id in ids or k in keys:
-            continue
-        ids.add(t.id)
-        keys.add(k)
-        out.append(t)
-    return out
-
-
 def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progress | None = None) -> DomainResult:
-    """Phase 1 and Phase 2 for one domain, writing into ``root``; resumable at task granularity."""
-    from scaleenv.synth.procedural.blueprint import catalog
-    from scaleenv.synth.procedural.domain import build_domain
+    """Phase 1 and Phase 2 for one domain with the back end ``cfg`` names, writing into ``root``;
+    resumable at task granularity."""
+    from scaleenv.synth.backend import backend_for
     from scaleenv.synth.tasks.context import DomainContext
-    from scaleenv.synth.tasks.generate import STAGE_SECONDS, ChainConfig, generate_task
 
-    if cfg.get("llm"):
-        from scaleenv.synth.llm.build import build_llm_domain
-
-        return build_llm_domain(root, name, cfg, progress)
-    seed, k, resume = cfg["seed"], cfg["tasks_per_domain"], cfg["resume"]
-    ddir = root / "domains" / name
+    backend = backend_for(Path(root), name, cfg, progress)
+    name = backend.domain
+    k, resume = cfg["tasks_per_domain"], cfg["resume"]
+    ddir = Path(root) / "domains" / name
     t0 = time.perf_counter()
     skipped = []
     if resume and (ddir / "done.json").exists():
         spec, base, tests, graph, derived = load_phase1(ddir)
         skipped.append("phase1")
+        backend.phase1_resumed()
     else:
-        built = build_domain(catalog()[name], seed, cfg["scale"])
-        write_domain(root, built)
+        built = backend.phase1()
+        write_domain(Path(root), built)
         spec, base, tests, graph, derived = built.spec, built.base, built.tests, built.graph, built.derived_tools
+        backend.phase1_written()
     t1 = time.perf_counter()
     if progress:
         progress(name, "tools", 1, 1)
-    stages_before = dict(STAGE_SECONDS)
     positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
     ctx = DomainContext(spec, base, graph, positive)
-    lo, hi = cfg.get("chain_length", (3, 8))
-    chain_cfg = ChainConfig(min_length=lo, max_length=hi)
     tasks, attempt, rejections, done_before = run_task_attempts(
-        root, name, k, resume, lambda n: generate_task(ctx, seed, n, chain_cfg), 10 * k + 20, progress)
+        Path(root), name, k, resume, backend.task_maker(ctx), backend.max_attempts(k), progress,
+        backend.after_attempt)
     if done_before:
         skipped.append("phase2")
     t2 = time.perf_counter()
-    stage_s = {st: round(v - stages_before.get(st, 0.0), 3) for st, v in STAGE_SECONDS.items()}
+    backend.finish(len(tasks), skipped)
     write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
                                              "rejections": dict(sorted(rejections.items()))})
     stats = graph.stats()
     return DomainResult(name, len(spec.tables), len(spec.tools), derived, stats["edges"], len(tasks), attempt,
                         dict(sorted(rejections.items())), round(t1 - t0, 3), round(t2 - t1, 3), skipped,
-                        dict(sorted(stage_s.items())))
+                        backend.stage_seconds())
 
 
-def _job(args: tuple[str, str, dict[str, Any], Any]) -> DomainResult:
-    root, name, cfg, queue = args
+class QueueProgress:
+    """A progress callback that a worker process can hold: it puts each update on a queue the
+    parent drains."""
 
-    def progress(d: str, stage: str, done: int, total: int) -> None:
-        if queue is not None:
-            queue.put((d, stage, done, total))
+    def __init__(self, queue: Any):
+        self.queue = queue
 
-    return build_one_domain(Path(root), name, cfg, progress)
+    def __call__(self, domain: str, stage: str, done: int, total: int) -> None:
+        self.queue.put((domain, stage, done, total))
+
+
+class DomainBuilder:
+    """A build worker (serial, process or Ray): builds whole domains, one batch item each."""
+
+    def __init__(self, root: str, cfg: dict[str, Any], progress: Progress | None = None):
+        self.root = Path(root)
+        self.cfg = cfg
+        self.progress = progress
+
+    def run_batch(self, batch: list[str], sink: Callable[[Any], None] | None = None) -> list[tuple[str, DomainResult]]:
+        out = []
+        for name in batch:
+            item = (name, build_one_domain(self.root, name, self.cfg, self.progress))
+            out.append(item)
+            if sink is not None:
+                sink(item)
+        return out
+
+    def close(self) -> None:
+        pass
 
 
 def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
@@ -319,16 +234,7 @@ def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[Domain
 def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult]:
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
                "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm}
-    results: dict[str, DomainResult] = {}
-    if cfg.executor == "serial":
-        for name in cfg.domains:
-            results[name] = build_one_domain(cfg.out, name, job_cfg, progress)
-    elif cfg.executor == "process":
-        results = _run_process(cfg, job_cfg, progress)
-    elif cfg.executor == "ray":
-        results = _run_ray(cfg, job_cfg, progress)
-    else:
-        raise ScaleEnvError(f"unknown executor {cfg.executor!r}; use serial, process or ray")
+    results = _run_executor(cfg, job_cfg, progress)
     ordered = [results[n] for n in cfg.domains]
     write_json(cfg.out / "universe.json", {
         "format": FORMAT, "status": "complete", "backend": cfg.backend, "scaleenv": __version__,
@@ -337,6 +243,51 @@ def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult
                    "tasks": sum(r.tasks for r in ordered)},
     })
     return ordered
+
+
+def _run_executor(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
+    """Build every domain on the configured executor (``scaleenv.parallel``): one domain per batch."""
+    from scaleenv.parallel import make_executor
+
+    results: dict[str, DomainResult] = {}
+    root = str(cfg.out.resolve())
+    manager = queue = None
+    if cfg.executor == "process":
+        manager, queue = _progress_queue()
+        worker_progress: Progress | None = QueueProgress(queue)
+    else:
+        worker_progress = progress if cfg.executor == "serial" else None
+
+    def sink(item: tuple[str, DomainResult]) -> None:
+        name, result = item
+        results[name] = result
+        if cfg.executor == "ray" and progress:
+            progress(result.domain, "tasks", result.tasks, cfg.tasks_per_domain)
+
+    try:
+        factory = functools.partial(DomainBuilder, root, job_cfg, worker_progress)
+        with make_executor(cfg.executor, factory, workers=max(1, min(cfg.workers, len(cfg.domains))),
+                           ray_address=cfg.ray_address) as executor:
+            executor.run(([n] for n in cfg.domains), sink, tick=(lambda: _drain(queue, progress)) if queue else None)
+        if queue is not None:
+            _drain(queue, progress)
+    finally:
+        if manager is not None:
+            manager.shutdown()
+    return results
+
+
+def _progress_queue() -> tuple[Any, Any]:
+    """A queue that worker processes can put progress on; its server dies with this process."""
+    from multiprocessing.managers import SyncManager
+
+    from scaleenv.parallel.lifeline import die_with_parent
+    from scaleenv.parallel.process import start_context
+
+    ctx = start_context()
+    manager = SyncManager(ctx=ctx)
+    manager.start(die_with_parent, (os.getpid() if ctx.get_start_method() == "fork" else None,))
+    return manager, manager.Queue()
 
 
 def _drain(queue: Any, progress: Progress | None) -> None:
@@ -349,60 +300,3 @@ def _drain(queue: Any, progress: Progress | None) -> None:
             return
         if progress:
             progress(*item)
-
-
-def _run_process(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-    from multiprocessing.managers import SyncManager
-
-    from scaleenv.parallel.lifeline import die_with_parent
-
-    forking = "fork" in mp.get_all_start_methods()
-    ctx = mp.get_context("fork") if forking else mp.get_context()
-    me = os.getpid() if forking else None
-    manager = SyncManager(ctx=ctx)
-    manager.start(die_with_parent, (me,))  # the progress queue's server, too, dies with this process
-    queue = manager.Queue()
-    results: dict[str, DomainResult] = {}
-    try:
-        with ProcessPoolExecutor(max_workers=max(1, cfg.workers), mp_context=ctx, initializer=die_with_parent,
-                                 initargs=(me,)) as pool:
-            futures = {pool.submit(_job, (str(cfg.out), n, job_cfg, queue)): n for n in cfg.domains}
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                _drain(queue, progress)
-                for f in done:
-                    results[futures[f]] = f.result()
-            _drain(queue, progress)
-    finally:
-        manager.shutdown()
-    return results
-
-
-def _run_ray(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
-    try:
-        import ray
-    except ImportError:
-        raise ScaleEnvError("the ray executor needs Ray: pip install 'scaleenv[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        ray.init(address=cfg.ray_address, num_cpus=None if cfg.ray_address else cfg.workers,
-                 include_dashboard=False, log_to_driver=False)
-        started = True
-    try:
-        remote = ray.remote(_job)
-        refs = {remote.remote((str(cfg.out.resolve()), n, job_cfg, None)): n for n in cfg.domains}
-        results: dict[str, DomainResult] = {}
-        pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            r = ray.get(done[0])
-            results[refs[done[0]]] = r
-            if progress:
-                progress(r.domain, "tasks", r.tasks, cfg.tasks_per_domain)
-        return results
-    finally:
-        if started:
-            ray.shutdown()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleenv.errors import ScaleEnvError, ToolError
+from scaleenv.errors import ToolCallError, ToolError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Call
 from scaleenv.tools.runtime import run_tool
 from scaleenv.world.world import World
 
 
-class ChainError(ScaleEnvError):
+class ChainError(ToolCallError):
     def __init__(self, step: int, message: str):
         self.step = step
         super().__init__(f"step {step}: {message}")

@@ -1,2 +1,2 @@
 """The LLM synthesis back end (the paper's pipeline): role agents with prompt templates, sandboxed
-procedural testing of generated tools, LLM task agents. Entry point: :func:`scaleenv.synth.llm.build.build_llm_domain`."""
+procedural testing of generated tools, LLM task agents. Entry point: :class:`scaleenv.synth.llm.backend.LLMBackend`."""

@@ -2,8 +2,8 @@
 
 Phase 1 (:func:`synthesize_domain`) returns a :class:`~scaleenv.synth.procedural.domain.BuiltDomain`
 exactly like the procedural back end, and Phase 2 writes tasks in the same format, judged by the
-same verification and gates, so ``scaleenv check`` treats both alike. :func:`build_llm_domain` is
-the hook ``scaleenv.synth.build.build_one_domain`` calls when the build config carries ``llm``.
+same verification and gates, so ``scaleenv check`` treats both alike. :class:`scaleenv.synth.llm.backend.LLMBackend`
+is the back end the build uses when its settings carry ``llm``.
 
 Extra files per domain: ``tokens.json`` (token accounting per role, phase and task: what building
 the domain took, cached answers included) and ``llm_runs.jsonl`` (per run: requests, retries, cache
@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.domain import DomainSpec
-from scaleenv.llm.accounting import merge_domain_summaries
-from scaleenv.llm.base import ChatModel, LLMError, LLMOutputError
+from scaleenv.llm.base import ChatModel
 from scaleenv.llm.session import LLMConfig, LLMSession, default_cache_dir
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.deps import dependency_graph
-from scaleenv.synth.llm.design import design_database, design_tools, domain_profile, slug
+from scaleenv.synth.llm.design import design_database, design_tools, domain_profile
 from scaleenv.synth.llm.filter import check_domain
 from scaleenv.synth.llm.implement import ToolImplementer
 from scaleenv.synth.llm.seedrows import seed_world
@@ -77,91 +75,6 @@ def make_session(llm: dict[str, Any], root: Path) -> LLMSession:
         config.cache_dir = str(default_cache_dir(root))
     backend: ChatModel | None = llm.get("backend")
     return LLMSession.from_config(config, backend)
-
-
-def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any = None) -> Any:
-    """Phase 1 and Phase 2 of one domain with the LLM back end; resumable like the procedural build."""
-    from scaleenv.synth.build import DomainResult, load_phase1, run_task_attempts
-    from scaleenv.synth.llm.tasks import generate_llm_task
-    from scaleenv.synth.tasks.context import DomainContext
-    from scaleenv.synth.tasks.generate import TaskRejected
-    from scaleenv.universe import read_json, write_domain, write_json
-
-    llm = dict(cfg["llm"])
-    synth = SynthConfig.from_json(llm.get("synth"))
-    if cfg.get("chain_length"):
-        synth.chain_length = tuple(cfg["chain_length"])  # type: ignore[assignment]
-    name = slug(name)
-    seed, k, resume = cfg["seed"], cfg["tasks_per_domain"], cfg["resume"]
-    session = make_session(llm, Path(root))
-    ask = session.scoped(domain=name)
-    ddir = Path(root) / "domains" / name
-    tokens_path = ddir / "tokens.json"
-    prior = read_json(tokens_path) if resume and tokens_path.exists() else {}
-
-    def save_tokens(accepted: int) -> None:
-        summary = merge_domain_summaries(prior, session.ledger.domain_summary(name))
-        summary["model"] = session.config.model
-        summary["role_models"] = dict(session.config.role_models)
-        summary["tasks"] = accepted
-        summary["per_task"] = round(summary["phase2"].get("total_tokens", 0) / accepted) if accepted else None
-        write_json(tokens_path, summary)
-
-    t0 = time.perf_counter()
-    skipped = []
-    if resume and (ddir / "done.json").exists():
-        spec, base, tests, graph, derived = load_phase1(ddir)
-        skipped.append("phase1")
-    else:
-        prior = {}
-
-        def tool_progress(done: int, total: int) -> None:
-            if progress:
-                progress(name, "tool_code", done, total)
-
-        built = synthesize_domain(name, ask, seed, cfg.get("scale", 1.0), synth,
-                                  description=str(llm.get("description") or ""), progress=tool_progress)
-        write_domain(root, built)
-        spec, base, tests, graph, derived = built.spec, built.base, built.tests, built.graph, built.derived_tools
-        save_tokens(0)
-    t1 = time.perf_counter()
-    if progress:
-        progress(name, "tools", 1, 1)
-    positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
-    ctx = DomainContext(spec, base, graph, positive)
-
-    def make_task(attempt: int) -> Any:
-        try:
-            return generate_llm_task(ctx, ask, seed, attempt, synth)
-        except LLMOutputError as e:
-            raise TaskRejected("llm_output", str(e)[:200]) from None
-        except LLMError as e:
-            raise LLMError(f"{e}; the finished tasks are kept: continue with --resume "
-                           "(answers already received come from the cache)") from None
-        except TaskRejected:
-            raise
-        except ScaleEnvError as e:  # e.g. generated rows a world refuses
-            raise TaskRejected("synthesis_error", str(e)[:200]) from None
-
-    max_attempts = int(llm.get("max_attempts") or (3 * k + 5))
-    tasks, attempt, rejections, done_before = run_task_attempts(
-        Path(root), name, k, resume, make_task, max_attempts, progress, save_tokens)
-    if done_before:
-        skipped.append("phase2")
-    t2 = time.perf_counter()
-    save_tokens(len(tasks))
-    run = session.ledger.summary()
-    with (ddir / "llm_runs.jsonl").open("a", encoding="utf-8") as f:
-        f.write(json.dumps({"model": session.config.model, "base_url": session.config.base_url,
-                            "requests": run["requests"], "retries": run["retries"], "cache_hits": run["cache_hits"],
-                            "fresh": run["fresh"], "skipped": skipped}, sort_keys=True) + "\n")
-    write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
-                                             "rejections": dict(sorted(rejections.items()))})
-    stats = graph.stats()
-    return DomainResult(domain=name, tables=len(spec.tables), tools=len(spec.tools), derived_tools=derived,
-                        edges=stats["edges"], tasks=len(tasks), attempts=attempt,
-                        rejections=dict(sorted(rejections.items())), phase1_s=round(t1 - t0, 3),
-                        phase2_s=round(t2 - t1, 3), skipped=skipped)
 
 
 def cli_settings(model: str | None, base_url: str | None, api_key_env: str, roles: list[str],

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaleenv.env.cache import TaskWorlds, make_episode
-from scaleenv.errors import ScaleEnvError, ToolError
+from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import ToolSpec
 from scaleenv.formats.task import Call, Task
 from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
@@ -55,10 +55,8 @@ LEVELS = {
 }
 
 
-class TaskRejected(ScaleEnvError):
-    def __init__(self, reason: str, detail: str = ""):
-        self.reason = reason
-        super().__init__(f"{reason}: {detail}" if detail else reason)
+class TaskRejected(Rejection):
+    """A candidate task was rejected (``reason`` is counted in ``tasks_report.json``)."""
 
 
 @dataclass
