@@ -3,19 +3,20 @@
     ScaleEnvError
       InputError       bad input files, flags or settings (a spec, a universe, a config): exit 2
         SpecError, UniverseError, WorldError, and each stage's settings errors
-      ToolCallError    an agent's or a gold chain's tool call failed (ToolError, ChainError)
+      ToolCallError    an agent's or a gold chain's tool call failed (ToolError, ChainError): exit 1
       ProviderError    a model provider failed: endpoint, timeout, malformed reply: exit 3
-      SandboxError     generated code broke the sandbox's rules
-      Rejection        a candidate (a task, a tool) was rejected at build time, with a reason
+      SandboxError     generated code broke the sandbox's rules: exit 1
+      Rejection        a candidate (a task, a tool) was rejected at build time, with a reason: exit 1
 
 :func:`exit_code` is the one mapping from an error to the CLI's exit status.
 """
 
 
 class ScaleEnvError(Exception):
-    """Root of every error scaleenv raises deliberately."""
+    """Root of every error scaleenv raises deliberately (one a user can act on: exit 2 unless a
+    boundary class says otherwise)."""
 
-    exit_code = 1
+    exit_code = 2
 
 
 class InputError(ScaleEnvError):
@@ -45,6 +46,8 @@ class UniverseError(InputError):
 class ToolCallError(ScaleEnvError):
     """A tool call failed (an agent's mistake, or a gold chain that no longer replays)."""
 
+    exit_code = 1
+
 
 class ToolError(ToolCallError):
     """A tool call failed. ``code`` is the declared error code (or a runtime code such as ``invalid_arguments``)."""
@@ -64,9 +67,13 @@ class ProviderError(ScaleEnvError):
 class SandboxError(ScaleEnvError):
     """Generated code broke the sandbox's rules or its limits."""
 
+    exit_code = 1
+
 
 class Rejection(ScaleEnvError):
     """A candidate was rejected at build time; ``reason`` is its rejection reason."""
+
+    exit_code = 1
 
     def __init__(self, reason: str, detail: str = ""):
         self.reason = reason
@@ -74,5 +81,7 @@ class Rejection(ScaleEnvError):
 
 
 def exit_code(error: BaseException) -> int:
-    """The CLI's exit status for an error: 2 for bad input, 3 for a provider failure, 1 otherwise."""
-    return int(getattr(error, "exit_code", 1)) if isinstance(error, ScaleEnvError) else 1
+    """The CLI's exit status for an error: 2 for bad input (and any deliberate error without a
+    boundary of its own), 3 for a provider failure, 1 for a failed tool call, sandbox or rejection
+    that escaped, and for anything unexpected."""
+    return int(error.exit_code) if isinstance(error, ScaleEnvError) else 1

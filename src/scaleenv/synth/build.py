@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from scaleenv import __version__
-from scaleenv.errors import UniverseError
+from scaleenv.errors import InputError, UniverseError
 from scaleenv.synth.attempts import Progress, load_phase1, run_task_attempts
 from scaleenv.universe import FORMAT, read_json, write_domain, write_json
 
@@ -86,6 +86,20 @@ class BuildConfig:
     ray_address: str | None = None
     chain_length: tuple[int, int] = (3, 8)
     llm: dict[str, Any] | None = None  # the LLM back end's settings (scaleenv.llm.session.LLMConfig fields)
+
+    def __post_init__(self) -> None:
+        """Settings are checked here, once, for every caller (the CLI only maps flags to them)."""
+        from scaleenv.parallel import EXECUTORS
+
+        if self.executor not in EXECUTORS:
+            raise InputError(f"unknown --executor {self.executor!r}; use serial, process or ray")
+        lo, hi = self.chain_length
+        if not 2 <= lo <= hi <= 12:
+            raise InputError(f"--chain-length must be MIN-MAX with 2 <= MIN <= MAX <= 12, got {lo}-{hi}")
+        if self.tasks_per_domain < 0 or self.workers < 1 or not 0.05 <= self.scale <= 50.0:
+            raise InputError("--tasks-per-domain must be >= 0, --workers >= 1 and --scale within 0.05-50")
+        if not self.domains:
+            raise InputError("no domains to build; name some with --domain or --domains N")
 
     def manifest_key(self) -> dict[str, Any]:
         key = {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
