@@ -96,6 +96,9 @@ def make_tool(abstract: dict[str, Any], impl: dict[str, Any], param_columns: dic
     pre = _contracts(impl.get("preconditions"), "precondition_failed", "preconditions", problems)
     post = _contracts(impl.get("postconditions"), "postcondition_failed", "postconditions", problems)
     effects = impl.get("effects") or []
+    if isinstance(effects, list):  # {"sql": "..."} objects are read as their SQL (a common slip)
+        effects = [e["sql"] if isinstance(e, dict) and isinstance(e.get("sql"), str) and len(e) <= 2 else e
+                   for e in effects]
     if not isinstance(effects, list) or not all(isinstance(s, str) for s in effects):
         problems.append("effects: must be a list of SQL strings")
         effects = []
