@@ -124,6 +124,8 @@ def build(
     llm_role: list[str] = typer.Option([], "--llm-role", help="ROLE=MODEL: another model for one synthesis role."),
     llm_cache: Path | None = typer.Option(None, "--llm-cache", help="LLM response cache (default OUT/llm_cache)."),
     llm_config: Path | None = typer.Option(None, "--llm-config", help="JSON file of further LLM back-end settings."),
+    llm_concurrency: int | None = typer.Option(None, "--llm-concurrency",
+                                               help="LLM requests in flight at once (default 8)."),
     executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
     workers: int = typer.Option(2, "--workers", min=1, help="Worker processes (process/ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Connect to an existing Ray cluster."),
@@ -139,7 +141,7 @@ def build(
         from scaleenv.synth.llm.build import cli_settings
 
         try:
-            llm_cfg = cli_settings(llm, base_url, api_key_env, llm_role, llm_cache, llm_config)
+            llm_cfg = cli_settings(llm, base_url, api_key_env, llm_role, llm_cache, llm_config, llm_concurrency)
         except ScaleEnvError as e:
             fail(str(e))
     if executor not in ("serial", "process", "ray"):

@@ -16,12 +16,14 @@ import json
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.domain import DomainSpec
-from scaleenv.llm.accounting import merge_domain_summaries
+from scaleenv.llm.accounting import cost_report, merge_domain_summaries
 from scaleenv.llm.base import ChatModel, LLMError, LLMOutputError
 from scaleenv.llm.session import LLMConfig, LLMSession, default_cache_dir
 from scaleenv.synth.llm.config import SynthConfig
@@ -99,12 +101,14 @@ def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any =
     tokens_path = ddir / "tokens.json"
     prior = read_json(tokens_path) if resume and tokens_path.exists() else {}
 
-    def save_tokens(accepted: int) -> None:
+    def save_tokens(accepted: int, task_ids: list[str] | None = None, tools: list[str] | None = None) -> None:
         summary = merge_domain_summaries(prior, session.ledger.domain_summary(name))
         summary["model"] = session.config.model
         summary["role_models"] = dict(session.config.role_models)
         summary["tasks"] = accepted
         summary["per_task"] = round(summary["phase2"].get("total_tokens", 0) / accepted) if accepted else None
+        if task_ids is not None and tools is not None:
+            summary["report"] = cost_report(summary, tools, task_ids)
         write_json(tokens_path, summary)
 
     t0 = time.perf_counter()
@@ -144,17 +148,30 @@ def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any =
             raise TaskRejected("synthesis_error", str(e)[:200]) from None
 
     max_attempts = int(llm.get("max_attempts") or (3 * k + 5))
-    tasks, attempt, rejections, done_before = run_task_attempts(
-        Path(root), name, k, resume, make_task, max_attempts, progress, save_tokens)
+    accepted = {"n": 0}
+
+    def after_attempt(n: int) -> None:
+        accepted["n"] = n
+        save_tokens(n)
+
+    _ = ctx.io, ctx.edge_counts  # computed once, before attempts run in threads
+    ahead = AttemptsAhead(make_task, session.config.concurrency, lambda: k - accepted["n"], max_attempts)
+    try:
+        tasks, attempt, rejections, done_before = run_task_attempts(
+            Path(root), name, k, resume, ahead, max_attempts, progress, after_attempt)
+    finally:
+        ahead.close()
     if done_before:
         skipped.append("phase2")
     t2 = time.perf_counter()
-    save_tokens(len(tasks))
+    save_tokens(len(tasks), [t.id for t in tasks], [t.name for t in spec.tools])
     run = session.ledger.summary()
     with (ddir / "llm_runs.jsonl").open("a", encoding="utf-8") as f:
         f.write(json.dumps({"model": session.config.model, "base_url": session.config.base_url,
                             "requests": run["requests"], "retries": run["retries"], "cache_hits": run["cache_hits"],
-                            "fresh": run["fresh"], "skipped": skipped}, sort_keys=True) + "\n")
+                            "fresh": run["fresh"], "skipped": skipped,
+                            "calls_by_role": {r: v["calls"] for r, v in run["by_role"].items()},
+                            "repairs_by_role": dict(sorted(session.repairs.items()))}, sort_keys=True) + "\n")
     write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
                                              "rejections": dict(sorted(rejections.items()))})
     stats = graph.stats()
@@ -164,8 +181,41 @@ def build_llm_domain(root: Path, name: str, cfg: dict[str, Any], progress: Any =
                         phase2_s=round(t2 - t1, 3), skipped=skipped)
 
 
+class AttemptsAhead:
+    """``make_task(attempt)`` for the attempt loop, with the next attempts already running in threads.
+
+    Attempts are independent (each has its own seed and worlds), so up to ``workers`` run at once;
+    the loop still takes their results in attempt order, so the universe is the same at any
+    concurrency, and a crash loses only unrecorded attempts (their answers are in the cache). No
+    more attempts are started ahead than tasks are still ``needed()``, which bounds the waste.
+    """
+
+    def __init__(self, make_task: Callable[[int], Any], workers: int, needed: Callable[[], int], max_attempts: int):
+        self.make_task = make_task
+        self.workers = max(1, int(workers))
+        self.needed = needed
+        self.max_attempts = max_attempts
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="task") if self.workers > 1 else None
+        self.futures: dict[int, Future[Any]] = {}
+
+    def __call__(self, attempt: int) -> Any:
+        if self.pool is None:
+            return self.make_task(attempt)
+        ahead = max(1, min(self.workers, self.needed()))
+        for a in range(attempt, min(attempt + ahead, self.max_attempts)):
+            if a not in self.futures:
+                self.futures[a] = self.pool.submit(self.make_task, a)
+        fut = self.futures.pop(attempt, None) or self.pool.submit(self.make_task, attempt)
+        return fut.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.futures.clear()
+
+
 def cli_settings(model: str | None, base_url: str | None, api_key_env: str, roles: list[str],
-                 cache: Path | None, config: Path | None = None) -> dict[str, Any]:
+                 cache: Path | None, config: Path | None = None, concurrency: int | None = None) -> dict[str, Any]:
     """The ``llm`` build settings from the command line's flags (ScaleEnvError on bad input).
 
     ``config`` is an optional JSON file of further settings: LLMConfig fields (``concurrency``,
@@ -208,6 +258,10 @@ def cli_settings(model: str | None, base_url: str | None, api_key_env: str, role
             LLMConfig.from_json({"model": model, **extra})
         except (TypeError, ValueError) as e:
             raise ScaleEnvError(f"--llm-config {config}: {e}") from None
+    if concurrency is not None:
+        if concurrency < 1:
+            raise ScaleEnvError(f"--llm-concurrency must be at least 1, got {concurrency}")
+        extra["concurrency"] = concurrency
     return {**extra, "model": model, "base_url": base_url, "api_key_env": api_key_env,
             "role_models": {**(extra.get("role_models") or {}), **role_models},
             "cache_dir": str(cache) if cache else extra.get("cache_dir")}
