@@ -126,6 +126,8 @@ def build(
     llm_config: Path | None = typer.Option(None, "--llm-config", help="JSON file of further LLM back-end settings."),
     llm_concurrency: int | None = typer.Option(None, "--llm-concurrency",
                                                help="LLM requests in flight at once (default 8)."),
+    llm_language: str | None = typer.Option(None, "--llm-language",
+                                            help="Rewrite procedural tasks' goals and persona with this model."),
     executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
     workers: int = typer.Option(2, "--workers", min=1, help="Worker processes (process/ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Connect to an existing Ray cluster."),
@@ -136,14 +138,18 @@ def build(
     """Synthesize domains (Phase 1) and verified tasks (Phase 2) into a universe directory."""
     from scaleenv.errors import ScaleEnvError
 
-    llm_cfg = None
-    if llm is not None or base_url is not None:
+    llm_cfg = language_cfg = None
+    if llm is not None and llm_language is not None:
+        fail("--llm-language rewrites procedural tasks; with --llm the instruction agent already writes them")
+    if llm is not None or base_url is not None or llm_language is not None:
         from scaleenv.synth.llm.build import cli_settings
 
         try:
-            llm_cfg = cli_settings(llm, base_url, api_key_env, llm_role, llm_cache, llm_config, llm_concurrency)
+            settings = cli_settings(llm or llm_language, base_url, api_key_env, llm_role, llm_cache, llm_config,
+                                    llm_concurrency)
         except ScaleEnvError as e:
-            fail(str(e))
+            fail(str(e).replace("--llm MODEL", "--llm MODEL or --llm-language MODEL"))
+        llm_cfg, language_cfg = (None, settings) if llm_language is not None else (settings, None)
     if executor not in ("serial", "process", "ray"):
         fail(f"unknown --executor {executor!r}; use serial, process or ray")
     if domain and domains is not None:
@@ -156,7 +162,7 @@ def build(
     cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains, bare=llm_cfg is not None),
                       tasks_per_domain=tasks_per_domain, seed=seed, scale=scale, resume=resume, executor=executor,
                       workers=workers, ray_address=ray_address, chain_length=(int(m.group(1)), int(m.group(2))),
-                      llm=llm_cfg)
+                      llm=llm_cfg, llm_language=language_cfg)
     try:
         prepare_out(cfg, force=force)
     except ScaleEnvError as e:

@@ -33,12 +33,15 @@ class BuildConfig:
     ray_address: str | None = None
     chain_length: tuple[int, int] = (3, 8)
     llm: dict[str, Any] | None = None  # the LLM back end's settings (scaleenv.llm.session.LLMConfig fields)
+    llm_language: dict[str, Any] | None = None  # LLM rewriting of procedural tasks' language (same fields)
 
     def manifest_key(self) -> dict[str, Any]:
         key = {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
                "domains": self.domains, "chain_length": list(self.chain_length)}
         if self.llm:
             key["llm"] = {"model": self.llm.get("model"), "role_models": self.llm.get("role_models") or {}}
+        if self.llm_language:
+            key["llm_language"] = self.llm_language.get("model")
         return key
 
     @property
@@ -178,6 +181,10 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
         root, name, k, resume, lambda n: generate_task(ctx, seed, n, chain_cfg), 10 * k + 20, progress)
     if done_before:
         skipped.append("phase2")
+    if cfg.get("llm_language"):  # natural language for the accepted tasks (cached, resumable)
+        from scaleenv.synth.llm.language import rewrite_tasks
+
+        tasks = rewrite_tasks(root, name, tasks, cfg["llm_language"])
     t2 = time.perf_counter()
     stage_s = {st: round(v - stages_before.get(st, 0.0), 3) for st, v in STAGE_SECONDS.items()}
     write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
@@ -222,7 +229,8 @@ def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
 def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[DomainResult]:
     """Build (or resume) a universe; returns per-domain results in domain order."""
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
-               "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm}
+               "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm,
+               "llm_language": cfg.llm_language}
     results: dict[str, DomainResult] = {}
     if cfg.executor == "serial":
         for name in cfg.domains:
