@@ -432,6 +432,96 @@ def export(
     typer.echo(f"exported {summary['tasks']} tasks as {fmt}: {summary['out']}")
 
 
+relay_app = typer.Typer(no_args_is_help=True, help="A manual model: an OpenAI-compatible endpoint answered by hand.")
+app.add_typer(relay_app, name="relay")
+
+
+@relay_app.command("serve")
+def relay_serve(
+    queue: Path = typer.Argument(..., help="Queue directory (created if missing)."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0: any free one)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind."),
+    wait: float = typer.Option(86400.0, "--wait", min=1.0, help="Seconds a request waits for its answer."),
+) -> None:
+    """Serve http://HOST:PORT/v1: each chat request is queued to a file and waits for a hand-written answer."""
+    from scaleenv.llm.relay import RelayServer
+
+    try:
+        srv = RelayServer(queue, host, port, wait)
+    except OSError as e:
+        fail(f"cannot listen on {host}:{port}: {e}")
+    typer.echo(f"relay at {srv.url} (queue {queue}); answer with `scaleenv relay next|answer {queue}`")
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        typer.echo("relay stopped")
+
+
+@relay_app.command("next")
+def relay_next(queue: Path = typer.Argument(..., help="Queue directory.")) -> None:
+    """Print the oldest unanswered request (its number on the first line); exit 1 if none is waiting."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.llm.relay import next_request
+
+    if not queue.is_dir():
+        fail(f"{queue} is not a relay queue directory; start one with `scaleenv relay serve {queue}`")
+    try:
+        got = next_request(queue)
+    except ScaleEnvError as e:
+        fail(str(e))
+    if got is None:
+        typer.echo("no unanswered request")
+        raise typer.Exit(1)
+    n, text = got
+    typer.echo(f"REQUEST {n}\n{text}")
+
+
+@relay_app.command("answer")
+def relay_answer(
+    queue: Path = typer.Argument(..., help="Queue directory."),
+    number: int = typer.Argument(..., help="The request's number."),
+    file: str = typer.Argument(..., help="A file with the answer's text, or - for standard input."),
+) -> None:
+    """Answer request NUMBER with the text of FILE (the waiting HTTP call returns it)."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.llm.relay import answer
+
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"cannot read the answer from {file}: {e}")
+    try:
+        path = answer(queue, number, text)
+    except ScaleEnvError as e:
+        fail(str(e))
+    typer.echo(f"answered {number}: {path}")
+
+
+@relay_app.command("stats")
+def relay_stats(
+    queue: Path = typer.Argument(..., help="Queue directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Requests, answered, pending, repair requests, characters and estimated tokens, by role."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.llm.relay import stats
+
+    if not queue.is_dir():
+        fail(f"{queue} is not a relay queue directory")
+    try:
+        st = stats(queue)
+    except ScaleEnvError as e:
+        fail(str(e))
+    if as_json:
+        _emit(st)
+        return
+    typer.echo(f"requests {st['requests']}, answered {st['answered']}, pending {st['pending']}, repair requests "
+               f"{st['repair_requests']}, tokens (estimated) {st['prompt_tokens']} in + {st['completion_tokens']} out")
+    for role, b in st["by_role"].items():
+        typer.echo(f"  {role:12} {b['requests']:4} requests ({b['repair_requests']} repairs), "
+                   f"{b['prompt_tokens'] + b['completion_tokens']} tokens")
+
+
 def main() -> None:
     """Console entry point."""
     try:
