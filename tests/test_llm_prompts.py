@@ -102,7 +102,7 @@ def test_chain_prompt_puts_the_goal_edges_first_shows_whole_rows_and_offers_look
     b.write_chain("medium")
     prompt = model.requests[-1].messages[1]["content"]
     goal = re.search(r"Suggested goal: a call to (\w+)", prompt).group(1)
-    edges = re.search(r"Dependencies between these tools \(the goal tool's first\): (.*)", prompt).group(1)
+    edges = re.search(r"needs the state A writes\), the goal tool's first: (.*)", prompt).group(1)
     pairs = [e.split(" (")[0] for e in edges.split(", ") if "->" in e]
     own = [i for i, p in enumerate(pairs) if goal in p.split("->")]
     assert own and own == list(range(len(own)))  # the goal's own edges lead

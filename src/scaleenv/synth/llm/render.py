@@ -91,7 +91,8 @@ def tool_sig(t: ToolSpec, with_tables: bool = False, tables: list[str] | None = 
 
 
 def abstract_line(t: dict[str, Any]) -> str:
-    params = ", ".join(f"{p['name']}{'*' if p.get('required', True) else ''}:{p.get('type', 'string')}"
+    params = ", ".join(f"{p['name']}{'*' if p.get('required', True) else ''}:"
+                       + ("|".join(map(str, p["enum"])) if p.get("enum") else str(p.get("type", "string")))
                        for p in t.get("parameters", []))
     errors = ", ".join(e["code"] for e in t.get("errors", []))
     return f"{t['name']}({t.get('kind', 'read')}): {summary(t.get('description', ''))} | {params} | {errors}"

@@ -8,7 +8,7 @@ One attempt:
    base + rows; on failure the error goes back to the agent (bounded rounds). Distractors that
    break the chain or get touched by it are replaced by procedural ones (then dropped).
 3. C1 is executed once more to get the expected state (the ground truth comes from execution).
-4. **Expansion**: breadth-first over the dependency graph from C1's tools; a tool joins H when its
+4. **Expansion**: breadth-first over the core dependencies (``synth.llm.complexity``) from C1's tools; a tool joins H when its
    id inputs are supplied by tools in H and a call of it executes on the task's state. When it does
    not, the **patch agent** writes rows (bounded per task; a procedural clone is the fallback), and
    a patch is kept only if C1 still changes exactly the same rows.
@@ -115,11 +115,15 @@ class LLMTaskBuilder(TaskBuilder):
         names += [s for s in self.ctx.graph.successors(goal.name) if s not in names]
         return [spec.tool(n) for n in names[:28] if spec.tool(n) is not None]  # type: ignore[misc]
 
-    def edges_text(self, goal: str, names: set[str], limit: int = 60) -> str:
-        """The goal tool's own dependencies first, then the others (one per pair), at most ``limit``."""
+    def edges_text(self, goal: str, names: set[str], limit: int = 40) -> str:
+        """The goal tool's own core dependencies first, then the others (one per pair), at most ``limit``.
+
+        Core dependencies (see :mod:`scaleenv.synth.llm.complexity`) leave out the loose id matches
+        that make up most of the computed graph and say nothing about how to chain the tools."""
+        core = core_pairs(self.ctx)
         kinds: dict[tuple[str, str], set[str]] = {}
         for a, b, d in self.ctx.graph.edges():
-            if a in names and b in names and a != b:
+            if a in names and b in names and a != b and (a, b) in core:
                 kinds.setdefault((a, b), set()).add(d.get("kind", ""))
         pairs = sorted(kinds, key=lambda p: (goal not in p, p))
         shown = [f"{a}->{b} ({'/'.join(sorted(kinds[(a, b)]))})" for a, b in pairs[:limit]]
@@ -166,7 +170,7 @@ class LLMTaskBuilder(TaskBuilder):
         msgs = render("chain", title=self.title, task_number=self.attempt, tables=tables_text(self.spec, tables),
                       tools="\n".join(tool_sig(t) for t in tools), edges=self.edges_text(goal.name, names),
                       lookups=self.lookups_text(tools),
-                      rows=sample_rows(self.world, tables, per_table=2), clock=self.spec.clock,
+                      rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
                       goal_tool=goal.name, min_len=lo, max_len=hi)
         try:
             code = self.ask.code("chain", msgs, validate=check)
@@ -306,6 +310,12 @@ class LLMTaskBuilder(TaskBuilder):
         for t in included:
             supplied |= ctx.io[t].outputs
         failed: set[str] = set()
+        core = core_pairs(ctx)
+        # K(C) follows core dependencies only: the loose id matches of the computed graph would pull
+        # most of the domain into H before the gate is ever asked whether to grow the task
+        succ: dict[str, list[str]] = {}
+        for a, b in sorted(core):
+            succ.setdefault(a, []).append(b)
 
         def suppliable(name: str) -> bool:
             tool = self.spec.tool(name)
@@ -320,7 +330,7 @@ class LLMTaskBuilder(TaskBuilder):
 
         def bfs(start: list[str]) -> None:
             """K(C): breadth-first from ``start`` over the graph, ``cfg.expand_depth`` layers deep."""
-            queue = deque((s, 1) for s in sorted({s for t in start for s in ctx.graph.successors(t)} - set(included)))
+            queue = deque((s, 1) for s in sorted({s for t in start for s in succ.get(t, [])} - set(included)))
             deferred = 0
             while queue and deferred <= len(queue):
                 name, depth = queue.popleft()
@@ -335,7 +345,7 @@ class LLMTaskBuilder(TaskBuilder):
                     include(name)
                     if depth < self.cfg.expand_depth:
                         queued = {q for q, _ in queue}
-                        queue.extend((s, depth + 1) for s in ctx.graph.successors(name)
+                        queue.extend((s, depth + 1) for s in succ.get(name, [])
                                      if s not in included and s not in queued)
                 else:
                     failed.add(name)
@@ -343,7 +353,6 @@ class LLMTaskBuilder(TaskBuilder):
         bfs(included)
         target = min(self.config.min_tools, len(all_tools))
         chains = 1
-        core = core_pairs(ctx)
         gate_open = True  # the gate is asked until it says stop (or the solver finds nothing executable)
         while True:
             rest = [t for t in all_tools if t not in included and t not in failed]
