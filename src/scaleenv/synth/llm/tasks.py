@@ -8,8 +8,9 @@ One attempt:
    base + rows; on failure the error goes back to the agent (bounded rounds). Distractors that
    break the chain or get touched by it are replaced by procedural ones (then dropped).
 3. C1 is executed once more to get the expected state (the ground truth comes from execution).
-4. **Expansion**: breadth-first over the core dependencies (``synth.llm.complexity``) from C1's tools; a tool joins H when its
-   id inputs are supplied by tools in H and a call of it executes on the task's state. When it does
+4. **Expansion**: breadth-first over the core dependencies (``synth.llm.complexity``) from C1's
+   tools; a tool joins H when its id inputs are supplied by tools in H and a call of it executes on
+   the task's state. When it does
    not, the **patch agent** writes rows (bounded per task; a procedural clone is the fallback), and
    a patch is kept only if C1 still changes exactly the same rows.
 5. **Gate**: p = π(|D_n|, c(H_n), g) by the gate agent, where g is the share of the **solver**'s
@@ -400,7 +401,7 @@ class LLMTaskBuilder(TaskBuilder):
         tools = [self.spec.tool(n) for n in rest[:30]]
         tables = sorted({x for t in tools if t for x in _tables_of(t)})
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
-                      rows=sample_rows(ex.world, tables, per_table=2), clock=self.spec.clock, k=k)
+                      rows=sample_rows(ex.world, tables, per_table=1), clock=self.spec.clock, k=k)
         text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
         blocks = [b for lang, b in fenced_blocks(text) if lang in ("python", "py", "")][:k]
         ok, best = 0, None
