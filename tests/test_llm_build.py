@@ -137,3 +137,33 @@ def test_resume_of_a_finished_build_asks_nothing(built, server):
     assert server.count() == before
     run = json.loads((u1 / "domains" / "pet_care" / "llm_runs.jsonl").read_text().splitlines()[-1])
     assert run["skipped"] == ["phase1", "phase2"] and run["requests"] == 0
+
+
+def test_tokens_are_reported_per_admitted_tool_and_per_accepted_task(built):
+    _, u, _ = built
+    tok = _json(u / "domains" / "pet_care" / "tokens.json")
+    rep = tok["report"]
+    admitted = len(TOOLS) - len(DROPPED)
+    assert rep["admitted_tools"] == admitted and rep["accepted_tasks"] == 2
+    assert rep["per_admitted_tool"] == round(tok["phase1"]["total_tokens"] / admitted)
+    assert rep["per_accepted_task"] == round(tok["phase2"]["total_tokens"] / 2)
+    assert set(rep["tools"]) == {t["name"] for t in TOOLS} - DROPPED and all(v > 0 for v in rep["tools"].values())
+    assert set(tok["by_tool"]) == {t["name"] for t in TOOLS}  # the dropped tools' cost is kept too
+    assert tok["by_tool"]["update_pet_weight"]["calls"] >= 3  # code, test and the debug round
+    run = json.loads((u / "domains" / "pet_care" / "llm_runs.jsonl").read_text().splitlines()[0])
+    assert run["repairs_by_role"]["database"] >= 1 and run["calls_by_role"]["code"] == len(TOOLS)
+
+
+def test_requests_run_concurrently_and_the_universe_is_the_same(built, tmp_path):
+    _, u1, _ = built
+    with FakeOpenAI(PetCareScript()) as srv:
+        srv.delays = [0.05] * 400  # slow answers, so requests overlap
+        cfg = tmp_path / "llm.json"
+        cfg.write_text(json.dumps({**LLM_CONFIG, "concurrency": 1}))
+        res = runner.invoke(app, ["build", "--llm", "scripted-model", "--base-url", srv.url, "--api-key-env",
+                                  "SCALEENV_TEST_KEY", "--domain", "pet care", "--tasks-per-domain", "2", "--out",
+                                  str(tmp_path / "u"), "--llm-config", str(cfg), "--llm-concurrency", "6", "--quiet"])
+        assert res.exit_code == 0, res.output
+        assert 2 <= srv.max_inflight <= 6
+    for rel in ("domains/pet_care/spec.json", "domains/pet_care/graph.json", "tasks/pet_care.jsonl"):
+        assert (u1 / rel).read_bytes() == (tmp_path / "u" / rel).read_bytes(), rel

@@ -130,6 +130,10 @@ def build(
     llm_role: list[str] = typer.Option([], "--llm-role", help="ROLE=MODEL: another model for one synthesis role."),
     llm_cache: Path | None = typer.Option(None, "--llm-cache", help="LLM response cache (default OUT/llm_cache)."),
     llm_config: Path | None = typer.Option(None, "--llm-config", help="JSON file of further LLM back-end settings."),
+    llm_concurrency: int | None = typer.Option(None, "--llm-concurrency",
+                                               help="LLM requests in flight at once (default 8)."),
+    llm_language: str | None = typer.Option(None, "--llm-language",
+                                            help="Rewrite procedural tasks' goals and persona with this model."),
     executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
     workers: int = typer.Option(2, "--workers", min=1, help="Worker processes (process/ray)."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Connect to an existing Ray cluster."),
@@ -140,14 +144,18 @@ def build(
     """Synthesize domains (Phase 1) and verified tasks (Phase 2) into a universe directory."""
     from scaleenv.errors import ScaleEnvError
 
-    llm_cfg = None
-    if llm is not None or base_url is not None:
+    llm_cfg = language_cfg = None
+    if llm is not None and llm_language is not None:
+        fail("--llm-language rewrites procedural tasks; with --llm the instruction agent already writes them")
+    if llm is not None or base_url is not None or llm_language is not None:
         from scaleenv.synth.llm.build import cli_settings
 
         try:
-            llm_cfg = cli_settings(llm, base_url, api_key_env, llm_role, llm_cache, llm_config)
+            settings = cli_settings(llm or llm_language, base_url, api_key_env, llm_role, llm_cache, llm_config,
+                                    llm_concurrency)
         except ScaleEnvError as e:
-            fail(e)
+            fail(str(e).replace("--llm MODEL", "--llm MODEL or --llm-language MODEL"))
+        llm_cfg, language_cfg = (None, settings) if llm_language is not None else (settings, None)
     if domain and domains is not None:
         fail("use either --domains N or --domain NAME, not both")
     m = re.fullmatch(r"\s*(\d+)\s*-\s*(\d+)\s*", chain_length)
@@ -161,7 +169,8 @@ def build(
         cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains, bare=llm_cfg is not None),
                           tasks_per_domain=tasks_per_domain, seed=seed, scale=scale, resume=resume,
                           executor=executor, workers=workers, ray_address=ray_address,
-                          chain_length=(int(m.group(1)), int(m.group(2))), llm=llm_cfg)
+                          chain_length=(int(m.group(1)), int(m.group(2))), llm=llm_cfg,
+                          llm_language=language_cfg)
     except ScaleEnvError as e:
         fail(e)
     held = ExitStack()  # one writer at a time, from preparing --out to the last task
@@ -442,6 +451,96 @@ def export(
     except ScaleEnvError as e:
         fail(e)
     typer.echo(f"exported {summary['tasks']} tasks as {fmt}: {summary['out']}")
+
+
+relay_app = typer.Typer(no_args_is_help=True, help="A manual model: an OpenAI-compatible endpoint answered by hand.")
+app.add_typer(relay_app, name="relay")
+
+
+@relay_app.command("serve")
+def relay_serve(
+    queue: Path = typer.Argument(..., help="Queue directory (created if missing)."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="Port (0: any free one)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to bind."),
+    wait: float = typer.Option(86400.0, "--wait", min=1.0, help="Seconds a request waits for its answer."),
+) -> None:
+    """Serve http://HOST:PORT/v1: each chat request is queued to a file and waits for a hand-written answer."""
+    from scaleenv.llm.relay import RelayServer
+
+    try:
+        srv = RelayServer(queue, host, port, wait)
+    except OSError as e:
+        fail(f"cannot listen on {host}:{port}: {e}")
+    typer.echo(f"relay at {srv.url} (queue {queue}); answer with `scaleenv relay next|answer {queue}`")
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        typer.echo("relay stopped")
+
+
+@relay_app.command("next")
+def relay_next(queue: Path = typer.Argument(..., help="Queue directory.")) -> None:
+    """Print the oldest unanswered request (its number on the first line); exit 1 if none is waiting."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.llm.relay import next_request
+
+    if not queue.is_dir():
+        fail(f"{queue} is not a relay queue directory; start one with `scaleenv relay serve {queue}`")
+    try:
+        got = next_request(queue)
+    except ScaleEnvError as e:
+        fail(str(e))
+    if got is None:
+        typer.echo("no unanswered request")
+        raise typer.Exit(1)
+    n, text = got
+    typer.echo(f"REQUEST {n}\n{text}")
+
+
+@relay_app.command("answer")
+def relay_answer(
+    queue: Path = typer.Argument(..., help="Queue directory."),
+    number: int = typer.Argument(..., help="The request's number."),
+    file: str = typer.Argument(..., help="A file with the answer's text, or - for standard input."),
+) -> None:
+    """Answer request NUMBER with the text of FILE (the waiting HTTP call returns it)."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.llm.relay import answer
+
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"cannot read the answer from {file}: {e}")
+    try:
+        path = answer(queue, number, text)
+    except ScaleEnvError as e:
+        fail(str(e))
+    typer.echo(f"answered {number}: {path}")
+
+
+@relay_app.command("stats")
+def relay_stats(
+    queue: Path = typer.Argument(..., help="Queue directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Requests, answered, pending, repair requests, characters and estimated tokens, by role."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.llm.relay import stats
+
+    if not queue.is_dir():
+        fail(f"{queue} is not a relay queue directory")
+    try:
+        st = stats(queue)
+    except ScaleEnvError as e:
+        fail(str(e))
+    if as_json:
+        _emit(st)
+        return
+    typer.echo(f"requests {st['requests']}, answered {st['answered']}, pending {st['pending']}, repair requests "
+               f"{st['repair_requests']}, tokens (estimated) {st['prompt_tokens']} in + {st['completion_tokens']} out")
+    for role, b in st["by_role"].items():
+        typer.echo(f"  {role:12} {b['requests']:4} requests ({b['repair_requests']} repairs), "
+                   f"{b['prompt_tokens'] + b['completion_tokens']} tokens")
 
 
 def main() -> None:

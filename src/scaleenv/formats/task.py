@@ -60,7 +60,7 @@ class Verification(_Record):
     """How a task was verified: state hashes, the rows the gold chain touches (count per table), the
     distractor ids per table, the gate scores, and (LLM back end only) its provenance."""
 
-    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("backend", "synthesis")
+    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("backend", "synthesis", "language")
     initial_hash: str = ""
     expected_hash: str = ""
     gold_keys: dict[str, int] = Field(default_factory=dict)
@@ -68,6 +68,8 @@ class Verification(_Record):
     gates: dict[str, float] = Field(default_factory=dict)
     backend: str | None = None
     synthesis: dict[str, Any] | None = None
+    language: dict[str, Any] | None = None
+    """The LLM rewrite of the user's language, where one ran (status, attempts)."""
 
 
 class Call(BaseModel):

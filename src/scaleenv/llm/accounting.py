@@ -35,6 +35,7 @@ class TokenLedger:
         self.by_role: dict[str, dict[str, int]] = defaultdict(_bucket)
         self.by_domain: dict[str, dict[str, int]] = defaultdict(_bucket)
         self.by_task: dict[str, dict[str, int]] = defaultdict(_bucket)
+        self.by_tool: dict[str, dict[str, int]] = defaultdict(_bucket)  # "domain/tool": its code, tests, repairs
         self.by_domain_role: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(_bucket))
         self.fresh = _bucket()
         self.cache_hits = 0
@@ -42,8 +43,10 @@ class TokenLedger:
         self.retries = 0
 
     def record(self, role: str, domain: str | None, task: str | None, prompt: int, completion: int,
-               cached: bool) -> None:
+               cached: bool, tool: str | None = None) -> None:
         with self._lock:
+            if tool:
+                _add(self.by_tool[f"{domain or '-'}/{tool}"], prompt, completion)
             _add(self.total, prompt, completion)
             _add(self.by_role[role or "-"], prompt, completion)
             if domain:
@@ -73,7 +76,8 @@ class TokenLedger:
                 for k in phase2:
                     phase2[k] += v[k]
             phase1 = {k: total[k] - phase2[k] for k in total}
-            return {"total": total, "phase1": phase1, "phase2": phase2, "by_task": tasks,
+            tools = {k.removeprefix(prefix): dict(v) for k, v in sorted(self.by_tool.items()) if k.startswith(prefix)}
+            return {"total": total, "phase1": phase1, "phase2": phase2, "by_task": tasks, "by_tool": tools,
                     "by_role": {r: dict(v) for r, v in sorted(self.by_domain_role.get(domain, {}).items())}}
 
     def summary(self) -> dict[str, Any]:
@@ -100,9 +104,33 @@ def merge_domain_summaries(old: dict[str, Any], new: dict[str, Any]) -> dict[str
     out: dict[str, Any] = {}
     for k in ("total", "phase1", "phase2"):
         out[k] = add(old.get(k, {}), new.get(k, {}))
-    for k in ("by_task", "by_role"):
+    for k in ("by_task", "by_role", "by_tool"):
         merged = {kk: dict(vv) for kk, vv in old.get(k, {}).items()}
         for kk, vv in new.get(k, {}).items():
             merged[kk] = add(merged.get(kk, {}), vv)
         out[k] = dict(sorted(merged.items()))
     return out
+
+
+def cost_report(summary: dict[str, Any], admitted: list[str], accepted: list[str]) -> dict[str, Any]:
+    """Tokens per admitted tool and per accepted task (a :meth:`TokenLedger.domain_summary` record).
+
+    Each unit carries the overhead that produced it: Phase 1 tokens (domain, schema, database,
+    dependency agents and the tools that were dropped) spread over the admitted tools, Phase 2
+    tokens (rejected attempts included) over the accepted tasks. ``own`` is a tool's or task's own
+    requests only.
+    """
+    p1 = int(summary.get("phase1", {}).get("total_tokens", 0))
+    p2 = int(summary.get("phase2", {}).get("total_tokens", 0))
+    by_tool = summary.get("by_tool", {})
+    by_task = summary.get("by_task", {})
+    own_tools = {t: int(by_tool.get(t, {}).get("total_tokens", 0)) for t in admitted}
+    own_tasks = {t: int(by_task.get(t, {}).get("total_tokens", 0)) for t in accepted}
+    return {
+        "admitted_tools": len(admitted), "accepted_tasks": len(accepted),
+        "per_admitted_tool": round(p1 / len(admitted)) if admitted else None,
+        "per_accepted_task": round(p2 / len(accepted)) if accepted else None,
+        "own_per_admitted_tool": round(sum(own_tools.values()) / len(admitted)) if admitted else None,
+        "own_per_accepted_task": round(sum(own_tasks.values()) / len(accepted)) if accepted else None,
+        "tools": own_tools, "tasks": own_tasks,
+    }

@@ -37,7 +37,7 @@ class LLMConfig:
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     role_models: dict[str, str] = field(default_factory=dict)
-    concurrency: int = 4
+    concurrency: int = 8  # requests in flight at once (tools, dependency batches and task attempts)
     timeout: float = 120.0
     max_retries: int = 4
     backoff: float = 1.0
@@ -72,6 +72,8 @@ class LLMSession:
         self.cache = cache if cache is not None else (ResponseCache(config.cache_dir) if config.cache_dir else None)
         self.ledger = ledger or TokenLedger()
         self._slots = threading.BoundedSemaphore(max(1, config.concurrency))
+        self.repairs: dict[str, int] = {}  # repair prompts sent, by role
+        self._repair_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: LLMConfig, backend: ChatModel | None = None) -> LLMSession:
@@ -88,13 +90,13 @@ class LLMSession:
 
     # --- one request -----------------------------------------------------------------
     def chat(self, role: str, messages: list[dict[str, str]], *, domain: str | None = None,
-             task: str | None = None, temperature: float | None = None) -> ChatResponse:
+             task: str | None = None, temperature: float | None = None, tool: str | None = None) -> ChatResponse:
         req = ChatRequest(model=self.config.model_for(role), messages=messages,
                           temperature=self.config.temperature if temperature is None else temperature,
                           max_tokens=self.config.max_tokens, role=role)
         hit = self.cache.get(req) if self.cache is not None else None
         if hit is not None:
-            self.ledger.record(role, domain, task, hit.prompt_tokens, hit.completion_tokens, cached=True)
+            self.ledger.record(role, domain, task, hit.prompt_tokens, hit.completion_tokens, cached=True, tool=tool)
             return hit
         with self._slots:
             try:
@@ -106,7 +108,7 @@ class LLMSession:
                 self.ledger.count_requests(1)
                 raise LLMError(f"{role}: chat backend failed: {type(e).__name__}: {str(e)[:300]}") from None
         self.ledger.count_requests(int(resp.meta.get("attempts", 1)))
-        self.ledger.record(role, domain, task, resp.prompt_tokens, resp.completion_tokens, cached=False)
+        self.ledger.record(role, domain, task, resp.prompt_tokens, resp.completion_tokens, cached=False, tool=tool)
         if self.cache is not None:
             self.cache.put(req, resp)
         return resp
@@ -114,25 +116,26 @@ class LLMSession:
     # --- structured output -------------------------------------------------------------
     def json(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
              expect: type | tuple[type, ...] = dict, domain: str | None = None, task: str | None = None,
-             rounds: int | None = None) -> Any:
+             rounds: int | None = None, tool: str | None = None) -> Any:
         """Ask for JSON; on a parse error or validator problems, send a repair prompt (bounded)."""
         return self._structured(role, messages, lambda t: parse_json(t, expect), validate, "one JSON value",
-                                domain, task, rounds)
+                                domain, task, rounds, tool)
 
     def code(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
-             domain: str | None = None, task: str | None = None, rounds: int | None = None) -> str:
+             domain: str | None = None, task: str | None = None, rounds: int | None = None,
+             tool: str | None = None) -> str:
         """Ask for a Python code block (validated like :meth:`json`)."""
         return self._structured(role, messages, parse_code, validate, "one ```python code block", domain, task,
-                                rounds)
+                                rounds, tool)
 
     def _structured(self, role: str, messages: list[dict[str, str]], parse: Callable[[str], Any],
                     validate: Validator | None, what: str, domain: str | None, task: str | None,
-                    rounds: int | None) -> Any:
+                    rounds: int | None, tool: str | None = None) -> Any:
         rounds = self.config.repair_rounds if rounds is None else rounds
         convo = list(messages)
         problems: list[str] = []
         for _ in range(rounds + 1):
-            text = self.chat(role, convo, domain=domain, task=task).text
+            text = self.chat(role, convo, domain=domain, task=task, tool=tool).text
             try:
                 value = parse(text)
                 problems = list(validate(value) or []) if validate is not None else []
@@ -140,6 +143,8 @@ class LLMSession:
                 problems = [str(e)]
             if not problems:
                 return value
+            with self._repair_lock:
+                self.repairs[role] = self.repairs.get(role, 0) + 1
             shown = "\n".join(f"- {p}" for p in problems[:25])
             if len(problems) > 25:
                 shown += f"\n- ... and {len(problems) - 25} more"
@@ -149,12 +154,13 @@ class LLMSession:
 
 
 class Scoped:
-    """An :class:`LLMSession` bound to a domain (and task) for accounting."""
+    """An :class:`LLMSession` bound to a domain (and a task or a tool) for accounting."""
 
-    def __init__(self, session: LLMSession, domain: str | None, task: str | None):
+    def __init__(self, session: LLMSession, domain: str | None, task: str | None, tool: str | None = None):
         self.session = session
         self.domain = domain
         self.task = task
+        self.tool = tool
 
     @property
     def config(self) -> LLMConfig:
@@ -163,14 +169,20 @@ class Scoped:
     def for_task(self, task: str) -> Scoped:
         return Scoped(self.session, self.domain, task)
 
+    def for_tool(self, tool: str) -> Scoped:
+        return Scoped(self.session, self.domain, self.task, tool)
+
+    def _scope(self) -> dict[str, Any]:
+        return {"domain": self.domain, "task": self.task, "tool": self.tool}
+
     def chat(self, role: str, messages: list[dict[str, str]], **kw: Any) -> ChatResponse:
-        return self.session.chat(role, messages, domain=self.domain, task=self.task, **kw)
+        return self.session.chat(role, messages, **self._scope(), **kw)
 
     def json(self, role: str, messages: list[dict[str, str]], **kw: Any) -> Any:
-        return self.session.json(role, messages, domain=self.domain, task=self.task, **kw)
+        return self.session.json(role, messages, **self._scope(), **kw)
 
     def code(self, role: str, messages: list[dict[str, str]], **kw: Any) -> str:
-        return self.session.code(role, messages, domain=self.domain, task=self.task, **kw)
+        return self.session.code(role, messages, **self._scope(), **kw)
 
 
 def default_cache_dir(out: str | Path) -> Path:

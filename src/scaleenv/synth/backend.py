@@ -47,8 +47,11 @@ class Backend(Protocol):
     def after_attempt(self, accepted: int) -> None:
         """Called after every attempt with the number of tasks accepted so far."""
 
-    def finish(self, accepted: int, skipped: list[str]) -> None:
-        """Phase 2 is over (``skipped`` names the phases a resume did not redo)."""
+    def finish(self, tasks: list[Task], skipped: list[str]) -> None:
+        """Phase 2 is over with ``tasks`` accepted (``skipped`` names the phases a resume did not redo)."""
+
+    def close(self) -> None:
+        """Release what the back end holds (threads, clients), also after a failure."""
 
     def stage_seconds(self) -> dict[str, float]:
         """CPU seconds per Phase 2 stage spent on this domain, where the back end measures them."""
@@ -90,7 +93,10 @@ class ProceduralBackend:
     def after_attempt(self, accepted: int) -> None:
         pass
 
-    def finish(self, accepted: int, skipped: list[str]) -> None:
+    def finish(self, tasks: list[Task], skipped: list[str]) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
     def stage_seconds(self) -> dict[str, float]:

@@ -86,6 +86,7 @@ class BuildConfig:
     ray_address: str | None = None
     chain_length: tuple[int, int] = (3, 8)
     llm: dict[str, Any] | None = None  # the LLM back end's settings (scaleenv.llm.session.LLMConfig fields)
+    llm_language: dict[str, Any] | None = None  # LLM rewriting of procedural tasks' language (same fields)
 
     def __post_init__(self) -> None:
         """Settings are checked here, once, for every caller (the CLI only maps flags to them)."""
@@ -106,6 +107,8 @@ class BuildConfig:
                "domains": self.domains, "chain_length": list(self.chain_length)}
         if self.llm:
             key["llm"] = {"model": self.llm.get("model"), "role_models": self.llm.get("role_models") or {}}
+        if self.llm_language:
+            key["llm_language"] = self.llm_language.get("model")
         return key
 
     @property
@@ -155,13 +158,20 @@ def build_one_domain(root: Path, name: str, cfg: dict[str, Any], progress: Progr
         progress(name, "tools", 1, 1)
     positive = {r["tool"]: r.get("positive_args") for r in tests["reports"] if r.get("admitted")}
     ctx = DomainContext(spec, base, graph, positive)
-    tasks, attempt, rejections, done_before = run_task_attempts(
-        Path(root), name, k, resume, backend.task_maker(ctx), backend.max_attempts(k), progress,
-        backend.after_attempt)
+    try:
+        tasks, attempt, rejections, done_before = run_task_attempts(
+            Path(root), name, k, resume, backend.task_maker(ctx), backend.max_attempts(k), progress,
+            backend.after_attempt)
+    finally:
+        backend.close()
     if done_before:
         skipped.append("phase2")
+    if cfg.get("llm_language"):  # natural language for the accepted tasks (cached, resumable)
+        from scaleenv.synth.llm.language import rewrite_tasks
+
+        tasks = rewrite_tasks(root, name, tasks, cfg["llm_language"])
     t2 = time.perf_counter()
-    backend.finish(len(tasks), skipped)
+    backend.finish(tasks, skipped)
     write_json(ddir / "tasks_report.json", {"attempts": attempt, "accepted": len(tasks),
                                              "rejections": dict(sorted(rejections.items()))})
     stats = graph.stats()
@@ -247,7 +257,8 @@ def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[Domain
 
 def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult]:
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
-               "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm}
+               "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm,
+               "llm_language": cfg.llm_language}
     results = _run_executor(cfg, job_cfg, progress)
     ordered = [results[n] for n in cfg.domains]
     write_json(cfg.out / "universe.json", {

@@ -11,10 +11,10 @@ from typing import Any
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.task import Task
-from scaleenv.llm.accounting import merge_domain_summaries
+from scaleenv.llm.accounting import cost_report, merge_domain_summaries
 from scaleenv.llm.base import LLMError, LLMOutputError
 from scaleenv.synth.attempts import Progress
-from scaleenv.synth.llm.build import make_session, synthesize_domain
+from scaleenv.synth.llm.build import AttemptsAhead, make_session, synthesize_domain
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.design import slug
 from scaleenv.synth.procedural.domain import BuiltDomain
@@ -39,13 +39,18 @@ class LLMBackend:
         self.tokens_path = self.ddir / "tokens.json"
         self.prior: dict[str, Any] = (read_json(self.tokens_path)
                                       if cfg["resume"] and self.tokens_path.exists() else {})
+        self._accepted = 0
+        self._ahead: AttemptsAhead | None = None
+        self._spec_tools: list[str] = []
 
-    def _save_tokens(self, accepted: int) -> None:
+    def _save_tokens(self, accepted: int, task_ids: list[str] | None = None, tools: list[str] | None = None) -> None:
         summary = merge_domain_summaries(self.prior, self.session.ledger.domain_summary(self.domain))
         summary["model"] = self.session.config.model
         summary["role_models"] = dict(self.session.config.role_models)
         summary["tasks"] = accepted
         summary["per_task"] = round(summary["phase2"].get("total_tokens", 0) / accepted) if accepted else None
+        if task_ids is not None and tools is not None:
+            summary["report"] = cost_report(summary, tools, task_ids)
         write_json(self.tokens_path, summary)
 
     def phase1(self) -> BuiltDomain:
@@ -83,22 +88,36 @@ class LLMBackend:
             except ScaleEnvError as e:  # e.g. generated rows a world refuses
                 raise TaskRejected("synthesis_error", str(e)[:200]) from None
 
-        return make_task
+        _ = ctx.io, ctx.edge_counts  # computed once, before attempts run in threads
+        self._spec_tools = [t.name for t in ctx.spec.tools]
+        k = self.cfg["tasks_per_domain"]
+        self._ahead = AttemptsAhead(make_task, self.session.config.concurrency, lambda: k - self._accepted,
+                                    self.max_attempts(k))
+        return self._ahead
 
     def max_attempts(self, k: int) -> int:
         return int(self.llm.get("max_attempts") or (3 * k + 5))
 
     def after_attempt(self, accepted: int) -> None:
+        self._accepted = accepted
         self._save_tokens(accepted)
 
-    def finish(self, accepted: int, skipped: list[str]) -> None:
-        self._save_tokens(accepted)
+    def finish(self, tasks: list[Task], skipped: list[str]) -> None:
+        self.close()
+        self._save_tokens(len(tasks), [t.id for t in tasks], self._spec_tools)
         run = self.session.ledger.summary()
         with (self.ddir / "llm_runs.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps({"model": self.session.config.model, "base_url": self.session.config.base_url,
-                                "requests": run["requests"], "retries": run["retries"],
-                                "cache_hits": run["cache_hits"], "fresh": run["fresh"], "skipped": skipped},
+                                "requests": run["requests"], "retries": run["retries"], "cache_hits": run["cache_hits"],
+                                "fresh": run["fresh"], "skipped": skipped,
+                                "calls_by_role": {r: v["calls"] for r, v in run["by_role"].items()},
+                                "repairs_by_role": dict(sorted(self.session.repairs.items()))},
                                sort_keys=True) + "\n")
+
+    def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
 
     def stage_seconds(self) -> dict[str, float]:
         return {}

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +79,41 @@ def make_session(llm: dict[str, Any], root: Path) -> LLMSession:
     return LLMSession.from_config(config, backend)
 
 
+class AttemptsAhead:
+    """``make_task(attempt)`` for the attempt loop, with the next attempts already running in threads.
+
+    Attempts are independent (each has its own seed and worlds), so up to ``workers`` run at once;
+    the loop still takes their results in attempt order, so the universe is the same at any
+    concurrency, and a crash loses only unrecorded attempts (their answers are in the cache). No
+    more attempts are started ahead than tasks are still ``needed()``, which bounds the waste.
+    """
+
+    def __init__(self, make_task: Callable[[int], Any], workers: int, needed: Callable[[], int], max_attempts: int):
+        self.make_task = make_task
+        self.workers = max(1, int(workers))
+        self.needed = needed
+        self.max_attempts = max_attempts
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="task") if self.workers > 1 else None
+        self.futures: dict[int, Future[Any]] = {}
+
+    def __call__(self, attempt: int) -> Any:
+        if self.pool is None:
+            return self.make_task(attempt)
+        ahead = max(1, min(self.workers, self.needed()))
+        for a in range(attempt, min(attempt + ahead, self.max_attempts)):
+            if a not in self.futures:
+                self.futures[a] = self.pool.submit(self.make_task, a)
+        fut = self.futures.pop(attempt, None) or self.pool.submit(self.make_task, attempt)
+        return fut.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.futures.clear()
+
+
 def cli_settings(model: str | None, base_url: str | None, api_key_env: str, roles: list[str],
-                 cache: Path | None, config: Path | None = None) -> dict[str, Any]:
+                 cache: Path | None, config: Path | None = None, concurrency: int | None = None) -> dict[str, Any]:
     """The ``llm`` build settings from the command line's flags (ScaleEnvError on bad input).
 
     ``config`` is an optional JSON file of further settings: LLMConfig fields (``concurrency``,
@@ -121,6 +156,10 @@ def cli_settings(model: str | None, base_url: str | None, api_key_env: str, role
             LLMConfig.from_json({"model": model, **extra})
         except (TypeError, ValueError) as e:
             raise ScaleEnvError(f"--llm-config {config}: {e}") from None
+    if concurrency is not None:
+        if concurrency < 1:
+            raise ScaleEnvError(f"--llm-concurrency must be at least 1, got {concurrency}")
+        extra["concurrency"] = concurrency
     return {**extra, "model": model, "base_url": base_url, "api_key_env": api_key_env,
             "role_models": {**(extra.get("role_models") or {}), **role_models},
             "cache_dir": str(cache) if cache else extra.get("cache_dir")}

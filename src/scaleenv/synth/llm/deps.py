@@ -9,28 +9,50 @@ or ``llm``.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.llm.base import LLMOutputError
-from scaleenv.synth.graph.build import EDGE_KINDS, ToolGraph, build_graph
+from scaleenv.synth.graph.build import EDGE_KINDS, ToolGraph, build_graph, tool_io
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import tool_sig
+from scaleenv.world.world import World
+
+
+def table_access(spec: DomainSpec, tool_tables: dict[str, list[str]]) -> dict[str, tuple[list[str], list[str]]]:
+    """(tables read, tables written) of every tool, from its SQL; the database agent's tool -> tables
+    map stands in where the SQL says nothing (Python tools)."""
+    conn = World(spec).conn
+    out: dict[str, tuple[list[str], list[str]]] = {}
+    for t in spec.tools:
+        io = tool_io(spec, t, conn)
+        writes = {x for x, _ in io.writes} | io.inserts
+        touched = set(io.touches) | writes
+        if t.implementation.kind == "python" or not touched:  # the SQL does not tell the whole story
+            declared = set(tool_tables.get(t.name) or t.meta.get("tables") or [])
+            touched |= declared
+            if t.kind == "write":
+                writes |= declared
+        out[t.name] = (sorted(touched - writes), sorted(writes))
+    return out
 
 
 def candidate_pairs(spec: DomainSpec, graph: ToolGraph, tool_tables: dict[str, list[str]],
-                    limit: int) -> list[tuple[str, str]]:
+                    limit: int, access: dict[str, tuple[list[str], list[str]]] | None = None) -> list[tuple[str, str]]:
+    """Pairs (A, B) with no computed edge where A writes a table B reads or writes."""
     have = {(a, b) for a, b, _ in graph.edges()}
-    tables = {t.name: set(tool_tables.get(t.name) or t.meta.get("tables") or []) for t in spec.tools}
+    access = access if access is not None else table_access(spec, tool_tables)
     out = []
     for a in spec.tools:
-        if a.kind != "write":
+        writes = set(access[a.name][1])
+        if a.kind != "write" or not writes:
             continue
         for b in spec.tools:
             if a.name == b.name or (a.name, b.name) in have:
                 continue
-            if tables[a.name] & tables[b.name]:
+            if writes & (set(access[b.name][0]) | set(access[b.name][1])):
                 out.append((a.name, b.name))
     return out[:limit]
 
@@ -38,15 +60,14 @@ def candidate_pairs(spec: DomainSpec, graph: ToolGraph, tool_tables: dict[str, l
 def judge_dependencies(ask: Any, title: str, spec: DomainSpec, graph: ToolGraph, tool_tables: dict[str, list[str]],
                        cfg: SynthConfig) -> dict[str, Any]:
     """Add the agent's edges to ``graph`` (source ``llm``); return statistics of the judgement."""
-    pairs = candidate_pairs(spec, graph, tool_tables, cfg.max_dependency_pairs)
+    access = table_access(spec, tool_tables)
+    pairs = candidate_pairs(spec, graph, tool_tables, cfg.max_dependency_pairs, access)
     batch = max(1, cfg.dependency_batch)
-    added = 0
-    calls = 0
-    failed = 0
-    for start in range(0, len(pairs), batch):
-        chunk = pairs[start:start + batch]
+    chunks = [pairs[i:i + batch] for i in range(0, len(pairs), batch)]
+
+    def judge(chunk: list[tuple[str, str]]) -> list[dict[str, Any]] | None:
         names = sorted({n for p in chunk for n in p})
-        tools_text = "\n".join(tool_sig(spec.tool(n), True, tool_tables.get(n)) for n in names)  # type: ignore[arg-type]
+        tools_text = "\n".join(tool_sig(spec.tool(n), access=access[n]) for n in names)  # type: ignore[arg-type]
         pairs_text = "\n".join(f"{i}. {a} -> {b}" for i, (a, b) in enumerate(chunk, 1))
 
         def check(obj: Any, n: int = len(chunk)) -> list[str]:
@@ -57,15 +78,22 @@ def judge_dependencies(ask: Any, title: str, spec: DomainSpec, graph: ToolGraph,
                                             and 1 <= e["pair"] <= n and e.get("kind") in EDGE_KINDS)]
             return [f"invalid edge entries (need pair 1..{n} and kind in {list(EDGE_KINDS)}): {bad[:3]}"] if bad else []
 
-        calls += 1
         try:
             obj = ask.json("dependency", render("dependency", title=title, tools=tools_text, pairs=pairs_text),
                            validate=check)
         except LLMOutputError:
-            failed += 1
-            continue
+            return None
+        return list(obj["edges"])
+
+    workers = max(1, int(getattr(ask.config, "concurrency", 1)))
+    with ThreadPoolExecutor(max_workers=min(workers, max(1, len(chunks))), thread_name_prefix="dep") as pool:
+        answers = list(pool.map(judge, chunks))  # in chunk order: the graph is the same at any concurrency
+    added = 0
+    calls = len(chunks)
+    failed = sum(a is None for a in answers)
+    for chunk, edges in zip(chunks, answers, strict=True):
         seen: set[tuple[int, str]] = set()
-        for e in sorted(obj["edges"], key=lambda e: (e["pair"], e["kind"])):
+        for e in sorted(edges or [], key=lambda e: (e["pair"], e["kind"])):
             if (e["pair"], e["kind"]) in seen:
                 continue
             seen.add((e["pair"], e["kind"]))

@@ -126,6 +126,12 @@ def normalize_tools(obj: Any) -> tuple[list[dict[str, Any]], list[str]]:
             if code and code not in {x["code"] for x in errors}:
                 errors.append({"code": code, "description": str(e.get("description", "")) if isinstance(e, dict)
                                else ""})
+        for p in params:  # every id parameter, an optional filter too, can be rejected as unknown
+            if p["name"].endswith("_id"):
+                entity = re.sub(r"^(new|source|target|parent|old|current)_", "", p["name"][:-3]) or "record"
+                if not any(e["code"].endswith("_not_found") and entity in e["code"] for e in errors):
+                    errors.append({"code": f"{entity}_not_found",
+                                   "description": f"No {entity.replace('_', ' ')} has the given {p['name']}."})
         tools.append({"name": name, "kind": kind if kind in ("read", "write") else "read", "description": desc,
                       "parameters": params, "output": str(t.get("output") or t.get("returns") or ""),
                       "preconditions": [str(x) for x in t.get("preconditions") or []],
@@ -156,6 +162,38 @@ def design_tools(ask: Any, profile: DomainProfile, cfg: SynthConfig) -> list[dic
 # --- database agent ------------------------------------------------------------------------------
 
 
+_PREFIX = re.compile(r"[A-Z]{2,4}-")
+_EXAMPLE_ID = re.compile(r"\b([A-Z]{2,4}-)\d{2,}\b")
+
+
+def _described_prefixes(tables: list[Table]) -> dict[str, str]:
+    """Prefixes the schema shows in its id column's description ("Permit id, e.g. PRM-0001")."""
+    out = {}
+    for t in tables:
+        col = t.column(t.primary_key)
+        m = _EXAMPLE_ID.search(col.description or "") if col is not None else None
+        if m:
+            out[t.name] = m.group(1)
+    return out
+
+
+def assign_prefixes(tables: list[Table], singular: dict[str, str], declared: dict[str, str]) -> dict[str, str]:
+    """The schema's own id prefixes where it gives them; derived, distinct ones for the rest."""
+    out = dict(declared)
+    used = set(declared.values())
+    derived = id_prefixes(tables, singular)
+    for t in tables:
+        if t.name in out:
+            continue
+        cand, k = derived[t.name], 2
+        while cand in used:
+            cand = f"{derived[t.name][:2]}{k}-"
+            k += 1
+        out[t.name] = cand
+        used.add(cand)
+    return {t.name: out[t.name] for t in tables}
+
+
 @dataclass
 class DatabaseDesign:
     tables: list[Table]
@@ -174,6 +212,8 @@ def parse_database(obj: Any, tools: list[dict[str, Any]], profile: DomainProfile
     singular: dict[str, str] = {}
     display: dict[str, str] = {}
     examples: dict[str, list[Any]] = {}
+    declared: dict[str, str] = {}
+    together: dict[str, list[list[str]]] = {}
     for i, t in enumerate(obj["tables"]):
         if not isinstance(t, dict):
             problems.append(f"tables[{i}]: must be an object")
@@ -188,6 +228,19 @@ def parse_database(obj: Any, tools: list[dict[str, Any]], profile: DomainProfile
         disp = t.pop("display", None)
         if isinstance(disp, str) and disp:
             display[name] = disp
+        prefix = t.pop("id_prefix", None)
+        if prefix is not None:
+            if isinstance(prefix, str) and _PREFIX.fullmatch(prefix.strip().upper().rstrip("-") + "-"):
+                declared[name] = prefix.strip().upper().rstrip("-") + "-"
+            else:
+                problems.append(f"{path}.id_prefix: must be 2 to 4 capital letters and a dash, like 'PET-'")
+        groups = t.pop("unique_together", None)
+        if groups:
+            if not (isinstance(groups, list) and all(isinstance(g, list) and len(g) >= 2 and all(
+                    isinstance(x, str) for x in g) for g in groups)):
+                problems.append(f"{path}.unique_together: must be a list of column-name lists (2 or more each)")
+            else:
+                together[name] = [list(g) for g in groups]
         t.setdefault("primary_key", "id")
         if t["primary_key"] != "id":
             problems.append(f"{path}.primary_key: must be the column 'id'")
@@ -227,6 +280,17 @@ def parse_database(obj: Any, tools: list[dict[str, Any]], profile: DomainProfile
         t = spec.table(tname)
         if t is not None and t.column(d) is None:
             problems.append(f"tables({tname}).display: {d!r} is not a column")
+    for tname, groups in together.items():
+        t = spec.table(tname)
+        for g in groups:
+            bad = [c for c in g if t is not None and t.column(c) is None]
+            if bad:
+                problems.append(f"tables({tname}).unique_together: {bad} are not columns")
+    for tname, pre in _described_prefixes(tables).items():
+        declared.setdefault(tname, pre)
+    dupes = sorted({p for p in declared.values() if list(declared.values()).count(p) > 1})
+    if dupes:
+        problems.append(f"id_prefix: {dupes} given to more than one table; every table needs its own")
     by_name = {t["name"]: t for t in tools}
     raw_tt = obj.get("tool_tables")
     tool_tables: dict[str, list[str]] = {}
@@ -274,7 +338,9 @@ def parse_database(obj: Any, tools: list[dict[str, Any]], profile: DomainProfile
     if problems:
         return None, problems
     meta = {"singular": singular, "display": display, "examples": examples,
-            "id_prefix": id_prefixes(tables, singular), "tool_tables": tool_tables}
+            "id_prefix": assign_prefixes(tables, singular, declared), "tool_tables": tool_tables}
+    if together:
+        meta["unique_together"] = together
     return DatabaseDesign(tables, meta, tool_tables, param_columns), []
 
 

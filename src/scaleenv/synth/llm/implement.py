@@ -96,6 +96,9 @@ def make_tool(abstract: dict[str, Any], impl: dict[str, Any], param_columns: dic
     pre = _contracts(impl.get("preconditions"), "precondition_failed", "preconditions", problems)
     post = _contracts(impl.get("postconditions"), "postcondition_failed", "postconditions", problems)
     effects = impl.get("effects") or []
+    if isinstance(effects, list):  # {"sql": "..."} objects are read as their SQL (a common slip)
+        effects = [e["sql"] if isinstance(e, dict) and isinstance(e.get("sql"), str) and len(e) <= 2 else e
+                   for e in effects]
     if not isinstance(effects, list) or not all(isinstance(s, str) for s in effects):
         problems.append("effects: must be a list of SQL strings")
         effects = []
@@ -224,7 +227,7 @@ class ToolImplementer:
     def code(self, abstract: dict[str, Any], tables: str) -> dict[str, Any]:
         msgs = render("code", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
                       tables=tables, id_examples=self.id_examples or "-", clock=self.spec.clock)
-        return self.ask.json("code", msgs, validate=_check_impl)
+        return self.ask.for_tool(abstract["name"]).json("code", msgs, validate=_check_impl)
 
     def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
         world = World.from_snapshot(self.spec, self.base)
@@ -235,7 +238,7 @@ class ToolImplementer:
             world.close()
         msgs = render("test", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
                       tables=tables, rows=rows, next_ids=ids, clock=self.spec.clock)
-        out = self.ask.json("test", msgs, validate=_check_tests)
+        out = self.ask.for_tool(abstract["name"]).json("test", msgs, validate=_check_tests)
         return {"fixture": out.get("fixture") or {}, "cases": out["cases"]}
 
     def debug(self, abstract: dict[str, Any], tables: str, impl: dict[str, Any], tests: dict[str, Any],
@@ -244,7 +247,7 @@ class ToolImplementer:
                       tables=tables, implementation=jdump(impl), tests=jdump(tests),
                       failures="\n".join(f"- {f}" for f in failures[:15]), round=round_no,
                       rounds=self.cfg.debug_rounds)
-        return self.ask.json("debug", msgs, validate=_check_debug)
+        return self.ask.for_tool(abstract["name"]).json("debug", msgs, validate=_check_debug)
 
     def fixture(self, tests: dict[str, Any]) -> tuple[bytes, list[str]]:
         world = World.from_snapshot(self.spec, self.base)

@@ -30,9 +30,26 @@ def column_line(c: Column, pk: str) -> str:
     return " ".join(parts)
 
 
-def table_block(t: Table) -> str:
+def table_block(t: Table, unique_together: list[list[str]] | None = None) -> str:
     cols = "; ".join(column_line(c, t.primary_key) for c in t.columns)
-    return f"{t.name}: {cols}"
+    rules = "".join(f"; unique together ({', '.join(g)})" for g in unique_together or [])
+    return f"{t.name}: {cols}{rules}"
+
+
+def summary(text: str, limit: int | None = None) -> str:
+    """``text`` whole, or (over ``limit`` characters) its leading whole sentences, else whole words + '...'.
+
+    Never cuts inside a word, so a rule stated late is either there in full or visibly left out.
+    """
+    text = re.sub(r"\s+", " ", text or "").strip()
+    if limit is None or len(text) <= limit:
+        return text
+    head = text[:limit + 1]
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)", head)]
+    if ends and ends[-1] >= limit // 2:
+        return text[:ends[-1]].rstrip() + " [...]"
+    cut = head.rfind(" ")
+    return (text[:cut] if cut > 0 else text[:limit]).rstrip(" ,;:") + " [...]"
 
 
 def tables_text(spec: DomainSpec, names: list[str] | None = None, with_parents: bool = True) -> str:
@@ -43,7 +60,8 @@ def tables_text(spec: DomainSpec, names: list[str] | None = None, with_parents: 
             for c in t.columns if t else []:
                 if c.foreign_key and c.foreign_key.split(".")[0] not in wanted:
                     wanted.append(c.foreign_key.split(".")[0])
-    return "\n".join(table_block(t) for t in spec.tables if t.name in wanted)
+    together = (spec.meta or {}).get("unique_together") or {}
+    return "\n".join(table_block(t, together.get(t.name)) for t in spec.tables if t.name in wanted)
 
 
 def param_sig(p: Any) -> str:
@@ -53,38 +71,59 @@ def param_sig(p: Any) -> str:
     return f"{p.name}{'*' if p.required else ''}:{typ}"
 
 
-def tool_sig(t: ToolSpec, with_tables: bool = False, tables: list[str] | None = None) -> str:
+def tool_sig(t: ToolSpec, with_tables: bool = False, tables: list[str] | None = None,
+             access: tuple[list[str], list[str]] | None = None) -> str:
+    """One line per tool: signature, return, the whole description; optionally its tables, or
+    ``access`` = (tables it reads, tables it writes)."""
     params = ", ".join(param_sig(p) for p in t.parameters)
     ret = t.returns.table and t.returns.mode in ("one", "many")
     out = {"one": f"{t.returns.table} row", "many": f"list of {t.returns.table} rows"}.get(t.returns.mode, "")
     ret_text = out if ret else ({"scalar": "a value", "none": "nothing"}.get(t.returns.mode, "a record"))
     line = f"{t.name}({t.kind}): {params} -> {ret_text}"
     if t.description:
-        line += f" | {t.description.strip()[:140]}"
-    if with_tables and tables:
+        line += f" | {summary(t.description)}"
+    if access is not None:
+        reads, writes = access
+        line += f" | reads: {', '.join(reads) or '-'}; writes: {', '.join(writes) or '-'}"
+    elif with_tables and tables:
         line += f" | tables: {', '.join(tables)}"
     return line
 
 
 def abstract_line(t: dict[str, Any]) -> str:
-    params = ", ".join(f"{p['name']}{'*' if p.get('required', True) else ''}:{p.get('type', 'string')}"
+    params = ", ".join(f"{p['name']}{'*' if p.get('required', True) else ''}:"
+                       + ("|".join(map(str, p["enum"])) if p.get("enum") else str(p.get("type", "string")))
                        for p in t.get("parameters", []))
     errors = ", ".join(e["code"] for e in t.get("errors", []))
-    return f"{t['name']}({t.get('kind', 'read')}): {t.get('description', '').strip()[:160]} | {params} | {errors}"
+    return f"{t['name']}({t.get('kind', 'read')}): {summary(t.get('description', ''))} | {params} | {errors}"
 
 
 def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: int = 3000) -> str:
-    lines = []
-    for t in tables:
+    """Whole rows only: every table's first row, then further rows while they fit in ``max_chars``."""
+    by_table: dict[str, list[str]] = {}
+    for t in dict.fromkeys(tables):
         if world.spec.table(t) is None:
             continue
         pk = world.primary_key(t)
         cur = world.conn.execute(f"SELECT * FROM {quote_ident(t)} ORDER BY {quote_ident(pk)} LIMIT ?", (per_table,))
         names = [d[0] for d in cur.description]
-        for r in cur:
-            lines.append(f"{t}: " + json.dumps(dict(zip(names, r, strict=True)), sort_keys=False, default=str))
-    text = "\n".join(lines)
-    return text[:max_chars] if text else "(none)"
+        by_table[t] = [f"{t}: " + json.dumps(dict(zip(names, r, strict=True)), sort_keys=False, default=str)
+                       for r in cur]
+    shown: dict[str, list[str]] = {t: [] for t in by_table}
+    used, left = 0, 0
+    for i in range(per_table):
+        for t, rows in by_table.items():
+            if i >= len(rows):
+                continue
+            if i and used + len(rows[i]) + 1 > max_chars:  # a table's first row is always shown
+                left += 1
+                continue
+            shown[t].append(rows[i])
+            used += len(rows[i]) + 1
+    lines = [r for t in by_table for r in shown[t]]
+    if left:
+        lines.append(f"({left} more row(s) not shown)")
+    return "\n".join(lines) if lines else "(none)"
 
 
 def next_ids(world: World, tables: list[str], skip: int = 0) -> dict[str, str]:

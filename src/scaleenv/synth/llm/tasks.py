@@ -8,8 +8,9 @@ One attempt:
    base + rows; on failure the error goes back to the agent (bounded rounds). Distractors that
    break the chain or get touched by it are replaced by procedural ones (then dropped).
 3. C1 is executed once more to get the expected state (the ground truth comes from execution).
-4. **Expansion**: breadth-first over the dependency graph from C1's tools; a tool joins H when its
-   id inputs are supplied by tools in H and a call of it executes on the task's state. When it does
+4. **Expansion**: breadth-first over the core dependencies (``synth.llm.complexity``) from C1's
+   tools; a tool joins H when its id inputs are supplied by tools in H and a call of it executes on
+   the task's state. When it does
    not, the **patch agent** writes rows (bounded per task; a procedural clone is the fallback), and
    a patch is kept only if C1 still changes exactly the same rows.
 5. **Gate**: p = π(|D_n|, c(H_n), g) by the gate agent, where g is the share of the **solver**'s
@@ -34,11 +35,11 @@ from scaleenv.formats.task import AnswerFact, Call, Task, chain_to_python
 from scaleenv.llm.base import LLMOutputError
 from scaleenv.llm.parse import fenced_blocks
 from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_chain
+from scaleenv.synth.llm.complexity import core_complexity, core_pairs
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_sig
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.expand import complexity
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.state import fresh_unique, next_id
@@ -53,6 +54,27 @@ _ID_LIKE = re.compile(r"\b[A-Z][A-Z0-9]{1,5}-\d{3,}\b")
 
 def _tables_of(tool: ToolSpec) -> list[str]:
     return list(tool.meta.get("tables") or ([tool.returns.table] if tool.returns.table else []))
+
+
+def lookup_tools(spec: Any) -> dict[str, list[str]]:
+    """Read tools that find records of a table from what a person knows (an e-mail, a name, a code):
+    a parameter carrying a unique or display column, or one named like e-mail, name, phone or code."""
+    display = (spec.meta or {}).get("display") or {}
+    out: dict[str, list[str]] = {}
+    for tool in spec.tools:
+        if tool.kind != "read":
+            continue
+        for p in tool.parameters:
+            table_name, _, col_name = (p.column or "").partition(".")
+            table = spec.table(table_name)
+            col = table.column(col_name) if table else None
+            if table is None or col is None or col.name == table.primary_key or col.foreign_key:
+                continue
+            natural = col.unique or display.get(table.name) == col.name or any(
+                k in col.name for k in ("email", "name", "phone", "code", "plate", "number", "title"))
+            if natural and tool.name not in out.setdefault(table.name, []):
+                out[table.name].append(tool.name)
+    return out
 
 
 def _norm(v: Any) -> str:
@@ -71,19 +93,54 @@ class LLMTaskBuilder(TaskBuilder):
                                        "chains": 1, "distractors": "llm"}
 
     # --- 1. the seed chain -------------------------------------------------------------------
+    def ancestry(self, tables: set[str]) -> set[str]:
+        """``tables`` and every table they reach through foreign keys."""
+        out, todo = set(), list(tables)
+        while todo:
+            t = todo.pop()
+            table = self.spec.table(t)
+            if t in out or table is None:
+                continue
+            out.add(t)
+            todo += [c.foreign_key.split(".")[0] for c in table.columns if c.foreign_key]
+        return out
+
     def neighbourhood(self, goal: ToolSpec) -> list[ToolSpec]:
         spec = self.spec
-        tables = set(_tables_of(goal))
-        for t in list(tables):
-            table = spec.table(t)
-            for c in table.columns if table else []:
-                if c.foreign_key:
-                    tables.add(c.foreign_key.split(".")[0])
+        tables = self.ancestry(set(_tables_of(goal)))
+        looks = lookup_tools(spec)
         names = [goal.name]
+        names += [n for t in sorted(tables) for n in looks.get(t, []) if n not in names]
         names += [p for p in self.ctx.graph.predecessors(goal.name) if p not in names]
         names += [t.name for t in spec.tools if t.kind == "read" and set(_tables_of(t)) & tables and t.name not in names]
         names += [s for s in self.ctx.graph.successors(goal.name) if s not in names]
         return [spec.tool(n) for n in names[:28] if spec.tool(n) is not None]  # type: ignore[misc]
+
+    def edges_text(self, goal: str, names: set[str], limit: int = 40) -> str:
+        """The goal tool's own core dependencies first, then the others (one per pair), at most ``limit``.
+
+        Core dependencies (see :mod:`scaleenv.synth.llm.complexity`) leave out the loose id matches
+        that make up most of the computed graph and say nothing about how to chain the tools."""
+        core = core_pairs(self.ctx)
+        kinds: dict[tuple[str, str], set[str]] = {}
+        for a, b, d in self.ctx.graph.edges():
+            if a in names and b in names and a != b and (a, b) in core:
+                kinds.setdefault((a, b), set()).add(d.get("kind", ""))
+        pairs = sorted(kinds, key=lambda p: (goal not in p, p))
+        shown = [f"{a}->{b} ({'/'.join(sorted(kinds[(a, b)]))})" for a, b in pairs[:limit]]
+        if len(pairs) > limit:
+            shown.append(f"... and {len(pairs) - limit} more")
+        return ", ".join(shown) or "none"
+
+    def lookups_text(self, tools: list[ToolSpec]) -> str:
+        offered = {t.name for t in tools}
+        lines = []
+        for table, names in sorted(lookup_tools(self.spec).items()):
+            calls = [f"{n}({', '.join(p.name for p in self.spec.tool(n).parameters)})"  # type: ignore[union-attr]
+                     for n in names if n in offered]
+            if calls:
+                lines.append(f"{table}: " + "; ".join(calls))
+        return "\n".join(lines) or "(none: start from a record the customer can name through the tools above)"
 
     def write_chain(self, level: str) -> list[Call]:
         goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
@@ -92,7 +149,6 @@ class LLMTaskBuilder(TaskBuilder):
             raise TaskRejected("no_goal_tools")
         tools = self.neighbourhood(goal)
         names = {t.name for t in tools}
-        edges = sorted({f"{a}->{b}" for a, b, _ in self.ctx.graph.edges() if a in names and b in names})
         tables = sorted({x for t in tools for x in _tables_of(t)})
         lo, hi = self.config.min_length, self.config.max_length
         if level == "easy":
@@ -113,8 +169,9 @@ class LLMTaskBuilder(TaskBuilder):
             return problems
 
         msgs = render("chain", title=self.title, task_number=self.attempt, tables=tables_text(self.spec, tables),
-                      tools="\n".join(tool_sig(t) for t in tools), edges=", ".join(edges[:60]) or "none",
-                      rows=sample_rows(self.world, tables, per_table=2), clock=self.spec.clock,
+                      tools="\n".join(tool_sig(t) for t in tools), edges=self.edges_text(goal.name, names),
+                      lookups=self.lookups_text(tools),
+                      rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
                       goal_tool=goal.name, min_len=lo, max_len=hi)
         try:
             code = self.ask.code("chain", msgs, validate=check)
@@ -124,17 +181,18 @@ class LLMTaskBuilder(TaskBuilder):
 
     # --- 2. the initial state ------------------------------------------------------------------
     def chain_tables(self) -> list[str]:
+        """Every table a call of the chain reads or writes (declared or seen in its SQL), and their parents."""
         out: list[str] = []
         for c in self.chain:
             tool = self.spec.tool(c.tool)
-            for t in _tables_of(tool) if tool else []:
+            if tool is None:
+                continue
+            io = self.ctx.io.get(c.tool)
+            seen = sorted((io.touches | io.inserts | {t for t, _ in io.writes}) if io else set())
+            for t in [*_tables_of(tool), *seen]:
                 if t not in out:
                     out.append(t)
-        for t in list(out):
-            table = self.spec.table(t)
-            for col in table.columns if table else []:
-                if col.foreign_key and col.foreign_key.split(".")[0] not in out:
-                    out.append(col.foreign_key.split(".")[0])
+        out += sorted(self.ancestry(set(out)) - set(out))
         return [t for t in out if self.spec.table(t) is not None]
 
     def _with_ids(self, rows: Any) -> dict[str, list[dict[str, Any]]]:
@@ -253,6 +311,12 @@ class LLMTaskBuilder(TaskBuilder):
         for t in included:
             supplied |= ctx.io[t].outputs
         failed: set[str] = set()
+        core = core_pairs(ctx)
+        # K(C) follows core dependencies only: the loose id matches of the computed graph would pull
+        # most of the domain into H before the gate is ever asked whether to grow the task
+        succ: dict[str, list[str]] = {}
+        for a, b in sorted(core):
+            succ.setdefault(a, []).append(b)
 
         def suppliable(name: str) -> bool:
             tool = self.spec.tool(name)
@@ -267,7 +331,7 @@ class LLMTaskBuilder(TaskBuilder):
 
         def bfs(start: list[str]) -> None:
             """K(C): breadth-first from ``start`` over the graph, ``cfg.expand_depth`` layers deep."""
-            queue = deque((s, 1) for s in sorted({s for t in start for s in ctx.graph.successors(t)} - set(included)))
+            queue = deque((s, 1) for s in sorted({s for t in start for s in succ.get(t, [])} - set(included)))
             deferred = 0
             while queue and deferred <= len(queue):
                 name, depth = queue.popleft()
@@ -282,7 +346,7 @@ class LLMTaskBuilder(TaskBuilder):
                     include(name)
                     if depth < self.cfg.expand_depth:
                         queued = {q for q, _ in queue}
-                        queue.extend((s, depth + 1) for s in ctx.graph.successors(name)
+                        queue.extend((s, depth + 1) for s in succ.get(name, [])
                                      if s not in included and s not in queued)
                 else:
                     failed.add(name)
@@ -297,7 +361,7 @@ class LLMTaskBuilder(TaskBuilder):
                 break
             if gate_open and chains < self.cfg.max_chains:
                 g, best = self.solve(rest, ex)
-                c = complexity(ctx, included)
+                c = core_complexity(ctx, included, core)
                 p = self.gate(len(rest), c, g, chains, len(included))
                 accepted = p >= self.cfg.tau and best is not None
                 self.record["gate"].append({"remaining": len(rest), "complexity": round(c, 3), "g": g, "p": p,
@@ -337,7 +401,7 @@ class LLMTaskBuilder(TaskBuilder):
         tools = [self.spec.tool(n) for n in rest[:30]]
         tables = sorted({x for t in tools if t for x in _tables_of(t)})
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
-                      rows=sample_rows(ex.world, tables, per_table=2), clock=self.spec.clock, k=k)
+                      rows=sample_rows(ex.world, tables, per_table=1), clock=self.spec.clock, k=k)
         text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
         blocks = [b for lang, b in fenced_blocks(text) if lang in ("python", "py", "")][:k]
         ok, best = 0, None
