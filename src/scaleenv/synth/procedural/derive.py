@@ -468,12 +468,11 @@ def _clock_contracts(ent: Entity, column: str, value: str, states: list[str] | N
     lc = ent.lifecycle
     assert lc is not None
     out = []
-    for mapping, op, word in ((lc.future_in, ">", "in the future"), (lc.past_in, "<=", "in the past")):
+    for mapping, op, word in ((lc.future_in, ">=", "today or later"), (lc.past_in, "<=", "today or earlier")):
         if column not in mapping:
             continue
-        kind = "now" if _col(ent, column).type == "datetime" else "today"
-        generated[f"clock_{kind}"] = Generated(kind=kind)
-        cond = f"{value} IS NULL OR {value} {op} :clock_{kind}"
+        generated["clock_today"] = Generated(kind="today")
+        cond = f"{value} IS NULL OR substr({value}, 1, 10) {op} :clock_today"
         if states is None:
             sql = (f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, mapping[column]))}) OR {cond} '
                    f'FROM "{ent.name}" WHERE id = :{key}')

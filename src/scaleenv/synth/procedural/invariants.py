@@ -18,12 +18,6 @@ def _in(col: str, values: list[Any]) -> str:
     return f"{quote_ident(col)} IN ({', '.join(sql_literal(v) for v in values)})"
 
 
-def clock_param(ent: Entity, column: str) -> str:
-    """``:now`` for a datetime column, ``:today`` for a date column."""
-    c = next(c for c in ent.columns if c.name == column)
-    return ":now" if c.type == "datetime" else ":today"
-
-
 def entity_invariants(ent: Entity) -> list[Invariant]:
     """The invariants one entity declares (deterministic order)."""
     out: list[Invariant] = []
@@ -45,12 +39,12 @@ def entity_invariants(ent: Entity) -> list[Invariant]:
                 name=f"{t}.{col}_set_iff_{'_'.join(states)}", kind="row", table=t,
                 check=f"({_in(lc.column, states)}) = ({quote_ident(col)} IS NOT NULL)",
                 description=f"{col} is set exactly when {lc.column} is {' or '.join(states)}"))
-        for key, op, word in (("future_in", ">", "after"), ("past_in", "<=", "on or before")):
+        for key, op, word in (("future_in", ">=", "on or after"), ("past_in", "<=", "on or before")):
             for col, states in getattr(lc, key).items():
-                now = clock_param(ent, col)
+                q = quote_ident(col)
                 out.append(Invariant(
                     name=f"{t}.{col}_{key.removesuffix('_in')}_when_{'_'.join(states)}", kind="row", table=t,
-                    when=_in(lc.column, states), check=f"{quote_ident(col)} IS NULL OR {quote_ident(col)} {op} {now}",
+                    when=_in(lc.column, states), check=f"{q} IS NULL OR substr({q}, 1, 10) {op} :today",
                     description=f"{col} lies {word} today when {lc.column} is {' or '.join(states)}"))
     for c in ent.columns:
         if isinstance(c.gen, dict) and set(c.gen) == {"by"}:

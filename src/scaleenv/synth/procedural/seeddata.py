@@ -17,6 +17,7 @@ Value generators (``gen`` in a blueprint column):
   {by: [col, {value: [a, b], ...}]}   a choice that depends on another column (breed by species)
   {price: [lo, hi]}                   a price-list amount: whole dollars or .50/.95/.99
   {email_from: col}                   an e-mail address spelled from a person's name in ``col``
+  {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
 Columns without ``gen`` get a default by type, enum or lifecycle state; free text gets a sentence
 of the column's kind (notes, titles, addresses...), never a placeholder. A ``gen: email`` column in
 a row that has a person's name follows that name.
@@ -183,12 +184,18 @@ class SeedGenerator:
     def place(self, c: BlueprintColumn, v: Any, *, future: bool) -> Any:
         """Move a date to the side of the clock its row's state demands (keeping its time of day)."""
         s = str(v)
-        now = self.clock if c.type == "datetime" else dt.datetime.combine(self.clock.date(), dt.time())
         cur = dt.datetime.fromisoformat(s) if "T" in s else dt.datetime.combine(_parse_date(s), dt.time())
-        if future and cur <= now:
-            cur = dt.datetime.combine(self.clock.date() + dt.timedelta(days=self.rng.randint(1, 75)), cur.time())
-        elif not future and cur > now:
-            cur = dt.datetime.combine(self.clock.date() - dt.timedelta(days=self.rng.randint(1, 240)), cur.time())
+        today = self.clock.date()
+        # some rows sit on today itself, so transitions from a future state to a past one have rows to act on
+        on_today = self.rng.random() < (0.2 if future else 0.1)
+        if on_today or (future and cur.date() < today):
+            days = 0 if on_today or self.rng.random() < 0.3 else self.rng.randint(1, 75)
+            cur = dt.datetime.combine(today + dt.timedelta(days=days), cur.time())
+        elif not future and cur.date() > today:
+            days = 0 if self.rng.random() < 0.3 else self.rng.randint(1, 240)
+            cur = dt.datetime.combine(today - dt.timedelta(days=days), cur.time())
+        if cur.date() == today and self.rng.random() < 0.5:
+            cur = self.clock - dt.timedelta(minutes=self.rng.choice([30, 60, 90, 120]))
         if c.type == "date":
             return cur.date().isoformat()
         return cur.isoformat()
@@ -296,6 +303,16 @@ class SeedGenerator:
             lo, hi = arg
             whole = rng.randint(int(lo), max(int(lo), int(hi) - 1))
             return float(whole) + rng.choice([0.0, 0.0, 0.0, 0.5, 0.95, 0.99])
+        if kind == "ref_date":
+            fk, col, lo, hi = arg
+            ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
+            parent = next(x.ref for x in ent.columns if x.name == fk)
+            got = self.scratch.execute(f"SELECT {quote_ident(col)} FROM {quote_ident(parent)} WHERE id = ?",
+                                       (row.get(fk),)).fetchone()
+            if not got or got[0] is None:
+                return None
+            d = _parse_date(got[0]) + dt.timedelta(days=rng.randint(int(lo), int(hi)))
+            return d.isoformat() if c.type == "date" else f"{d.isoformat()}T{rng.randint(8, 17):02d}:00:00"
         if kind == "email_from":
             person = row.get(arg)
             return (email_for_name(str(person), rng) if person else None) or self.fake.email()
