@@ -20,41 +20,35 @@ def audit_invariants(universe: Any, *, domains: list[str] | None = None, limit: 
     first ``limit`` violations of each domain. A task whose worlds cannot be rebuilt is reported as a
     violation of the pseudo-invariant ``replay``.
     """
-    per_domain = []
-    total = worlds = 0
-    for name in domains or universe.domains:
-        spec = universe.spec(name)
-        base = universe.base(name)
-        found: list[dict[str, Any]] = []
-        n_worlds = 1
-        count = 0
+    per_domain = [_audit_domain(universe, name, limit) for name in (domains or universe.domains)]
+    return {"violations": sum(d["violations"] for d in per_domain), "worlds": sum(d["worlds"] for d in per_domain),
+            "per_domain": per_domain}
 
-        def record(world_name: str, violations: list[Any]) -> None:
-            nonlocal count
-            count += len(violations)
-            for v in violations:
+
+def _audit_domain(universe: Any, name: str, limit: int) -> dict[str, Any]:
+    spec = universe.spec(name)
+    base = universe.base(name)
+    found: list[dict[str, Any]] = []
+    count = 0
+
+    def record(world_name: str, violations: list[Any]) -> None:
+        nonlocal count
+        count += len(violations)
+        found.extend({"world": world_name, **v.to_json()} for v in violations[: max(0, limit - len(found))])
+
+    record("base", check_world(World.from_snapshot(spec, base)))
+    tasks = universe.tasks(name)
+    if spec.invariants:
+        for task in tasks:
+            try:
+                tw = build_worlds(spec, base, task, check_hashes=False)
+            except ScaleEnvError as e:
+                count += 1
                 if len(found) < limit:
-                    found.append({"world": world_name, **v.to_json()})
-
-        record("base", check_world(World.from_snapshot(spec, base)))
-        if spec.invariants:
-            for task in universe.tasks(name):
-                n_worlds += 2
-                try:
-                    tw = build_worlds(spec, base, task, check_hashes=False)
-                except ScaleEnvError as e:
-                    count += 1
-                    if len(found) < limit:
-                        found.append({"world": f"{task.id}:initial", "invariant": "replay", "table": None,
-                                      "key": None, "detail": str(e)})
-                    continue
-                initial = World.from_snapshot(spec, tw.initial)
-                record(f"{task.id}:initial", check_world(initial))
-                record(f"{task.id}:expected", check_connection(tw.expected.conn, spec))
-        else:
-            n_worlds += 2 * len(universe.tasks(name))
-        per_domain.append({"domain": name, "invariants": len(spec.invariants), "worlds": n_worlds,
-                           "violations": count, "examples": found})
-        total += count
-        worlds += n_worlds
-    return {"violations": total, "worlds": worlds, "per_domain": per_domain}
+                    found.append({"world": f"{task.id}:initial", "invariant": "replay", "table": None, "key": None,
+                                  "detail": str(e)})
+                continue
+            record(f"{task.id}:initial", check_world(World.from_snapshot(spec, tw.initial)))
+            record(f"{task.id}:expected", check_connection(tw.expected.conn, spec))
+    return {"domain": name, "invariants": len(spec.invariants), "worlds": 1 + 2 * len(tasks), "violations": count,
+            "examples": found}
