@@ -188,6 +188,10 @@ class Invariant(_Model):
     check: str | None = None
     when: str | None = None
     columns: list[str] = Field(default_factory=list)
+    fix: dict[str, Any] | None = None
+    """How a generator may mend a row that breaks the rule: ``{"kind": "clock", "column", "side":
+    "future"|"past"}``, ``{"kind": "set_in", "column", "states"}``, ``{"kind": "choice", "column",
+    "key", "allowed": {key value: [values]}}`` or ``{"kind": "fresh", "column"}`` (a new unused value)."""
 
 
 class DomainSpec(_Model):

@@ -72,18 +72,20 @@ def email_styles(name: str) -> list[str]:
 
 
 def email_for_name(name: str, rng: random.Random, taken: Collection[str] = (), *,
-                   domain: str | None = None) -> str | None:
-    """An unused e-mail address that follows ``name`` (None when every spelling is taken)."""
+                   domain: str | None = None, usual: bool = True) -> str | None:
+    """An unused e-mail address that follows ``name`` (None when every spelling is taken).
+
+    ``usual`` prefers the three most common spellings (seed data); otherwise every spelling and
+    domain is equally likely (a fresh address for a look-alike, unlikely to meet an existing one)."""
     domains = [domain] if domain else list(EMAIL_DOMAINS)
     styles = email_styles(name)
     if not styles:
         return None
-    first_domain = domains[rng.randrange(len(domains))]
-    order = [first_domain] + [d for d in domains if d != first_domain]
-    k = min(3, len(styles))
+    rng.shuffle(domains)
+    k = min(3, len(styles)) if usual else len(styles)
     head = styles[:k]
     rng.shuffle(head)
-    for d in order:
+    for d in domains:
         for s in head + styles[k:]:
             cand = f"{s}@{d}"
             if cand not in taken:
@@ -94,10 +96,10 @@ def email_for_name(name: str, rng: random.Random, taken: Collection[str] = (), *
 def redraw_shape(value: str, rng: random.Random, *, keep_prefix: bool = True) -> str:
     """Another value of the same shape: each digit a digit, each letter a letter of the same case.
 
-    A leading word of letters before a separator (``SKU-``, ``BK-``) is kept, and so is a leading
-    fictional ``555`` exchange of a phone number."""
+    A leading word of letters before a separator (``SKU-``, ``BK-``) or glued to the digits (an
+    airline's ``HA`` in ``HA123``) is kept, and so is a leading fictional ``555`` of a phone number."""
     prefix = ""
-    m = re.match(r"^([A-Za-z]+[-_ /]|\+?\d{1,3}[ ]|555[-. ])", value) if keep_prefix else None
+    m = re.match(r"^([A-Za-z]+[-_ /]|[A-Z]{1,3}(?=\d)|\+?\d{1,3}[ ]|555[-. ])", value) if keep_prefix else None
     if m:
         prefix, value = m.group(1), value[m.end():]
     out = []
@@ -170,8 +172,10 @@ def fresh_value(column: str, like: Any, rng: random.Random, taken: Collection[An
     s = str(like)
     if "@" in s or "email" in name:
         person = _row_person(row) if row else None
+        if person and len(person.split()) == 1:
+            person = f"{person} {fake.last_name()}"  # a first name alone has too few spellings
         for _ in range(8):
-            v = email_for_name(person or fake.name(), rng, set(taken) | {s}, domain=None)
+            v = email_for_name(person or fake.name(), rng, set(taken) | {s}, usual=False)
             if v is not None:
                 return v
             person = None

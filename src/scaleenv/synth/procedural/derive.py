@@ -7,6 +7,7 @@ gives the same spec.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from scaleenv.formats.domain import (
@@ -217,12 +218,23 @@ class _Deriver:
                                     message=f"A {_human(s)} with this {_human(c.name)} already exists."))
             if lc:
                 pre += _clock_contracts(ent, c.name, f":{c.name}", [lc.initial], generated)
+        names = {p.name for p in params}
+        for c in ent.columns:
+            if isinstance(c.gen, dict) and set(c.gen) == {"by"} and c.name in names and c.gen["by"][0] in names:
+                by, table = c.gen["by"]
+                cases = " ".join(f"WHEN {_lit(k)} THEN :{c.name} IN ({', '.join(map(_lit, v))})"
+                                 for k, v in table.items())
+                pre.append(Contract(sql=f"SELECT :{c.name} IS NULL OR CASE :{by} {cases} ELSE 1 END",
+                                    error=f"invalid_{c.name}",
+                                    message=f"That {_human(c.name)} does not fit the {_human(by)}."))
         for group in ent.unique_together:
-            if all(g in {p.name for p in params} for g in group):
+            if all(g in names for g in group):
                 cond = " AND ".join(f'"{g}" = :{g}' for g in group)
                 pre.append(Contract(sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE {cond})',
                                     error=f"duplicate_{group[-1]}",
                                     message=f"Another {_human(s)} already has this {', '.join(map(_human, group))}."))
+        source = f"(SELECT {', '.join(f'{v} AS {_q(c)}' for c, v in zip(cols, vals, strict=True))}) AS {_q(ent.name)}"
+        pre += _rule_contracts(ent, source, generated)
         effect = f'INSERT INTO "{ent.name}" ({", ".join(f"{chr(34)}{c}{chr(34)}" for c in cols)}) ' \
                  f"VALUES ({', '.join(vals)})"
         post = [Contract(sql=f'SELECT 1 FROM "{ent.name}" WHERE id = :new_id', error="create_failed",
@@ -283,6 +295,11 @@ class _Deriver:
                     sql=f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, finals))}) FROM "{ent.name}" '
                         f"WHERE id = :{key}",
                     error="invalid_status", message=f"This {_human(s)} is closed and can no longer be changed."))
+        if ent.rules:
+            row = ", ".join(f":new_{c.name} AS {_q(c.name)}" if x.name == c.name else _q(x.name)
+                            for x in [BlueprintColumn(name="id"), *ent.columns])
+            pre += _rule_contracts(ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}",
+                                   generated)
         self.add(ToolSpec(
             name=f"{self.verbs['update']}_{s}_{c.name}", kind="write",
             description=f"Change the {_human(c.name)} of a {_human(s)}.",
@@ -339,6 +356,14 @@ class _Deriver:
         for col in {**lc.future_in, **lc.past_in}:
             clock_pre += _clock_contracts(ent, col, f'(SELECT "{col}" FROM "{ent.name}" WHERE id = :{key})',
                                           [t.to], generated)
+        if ent.rules:
+            after = {lc.column: _lit(t.to)}
+            for col, val in t.set.items():
+                after[col] = f":auto_{col}" if val in ("now", "today") else _lit(val)
+            row = ", ".join(f"{after[x.name]} AS {_q(x.name)}" if x.name in after else _q(x.name)
+                            for x in [BlueprintColumn(name="id"), *ent.columns])
+            clock_pre += _rule_contracts(
+                ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}", generated)
         froms = ", ".join(map(_lit, t.from_))
         self.add(ToolSpec(
             name=f"{verb}_{s}", kind="write",
@@ -453,6 +478,28 @@ class _Deriver:
 def _not_blank(param: str, column: str) -> Contract:
     return Contract(sql=f"SELECT length(trim(:{param})) > 0", error="invalid_value",
                     message=f"The {_human(column)} must not be blank.")
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _rule_contracts(ent: Entity, source: str, generated: dict[str, Generated]) -> list[Contract]:
+    """Preconditions that the row a tool is about to write obeys the entity's ``rules``: each rule
+    is evaluated over ``source``, a one-row subquery aliased as the entity's table."""
+    out = []
+    for i, r in enumerate(ent.rules):
+        cond = f"COALESCE(({r.check}), 0)"
+        if r.when:
+            cond = f"(NOT COALESCE(({r.when}), 0) OR {cond})"
+        sql = f"SELECT {cond} FROM {source}"
+        for clock in ("now", "today"):
+            if re.search(rf":{clock}\b", sql):
+                generated[f"clock_{clock}"] = Generated(kind=clock)
+                sql = re.sub(rf":{clock}\b", f":clock_{clock}", sql)
+        out.append(Contract(sql=sql, error=f"rule_{r.name or i + 1}",
+                            message=(r.description or r.check).capitalize() + "."))
+    return out
 
 
 def _col(ent: Entity, name: str) -> BlueprintColumn:

@@ -31,28 +31,33 @@ def entity_invariants(ent: Entity) -> list[Invariant]:
                              check=r.check, when=r.when, description=r.description or r.check))
     for group in ent.unique_together:
         out.append(Invariant(name=f"{t}.unique_{'_'.join(group)}", kind="unique", table=t, columns=list(group),
-                             description=f"one {ent.singular} per {', '.join(group)}"))
+                             description=f"one {ent.singular} per {', '.join(group)}",
+                             fix={"kind": "fresh", "column": group[-1]}))
     lc = ent.lifecycle
     if lc:
         for col, states in lc.set_in.items():
             out.append(Invariant(
                 name=f"{t}.{col}_set_iff_{'_'.join(states)}", kind="row", table=t,
                 check=f"({_in(lc.column, states)}) = ({quote_ident(col)} IS NOT NULL)",
-                description=f"{col} is set exactly when {lc.column} is {' or '.join(states)}"))
+                description=f"{col} is set exactly when {lc.column} is {' or '.join(states)}",
+                fix={"kind": "set_in", "column": col, "states": list(states), "state_column": lc.column}))
         for key, op, word in (("future_in", ">=", "on or after"), ("past_in", "<=", "on or before")):
             for col, states in getattr(lc, key).items():
                 q = quote_ident(col)
                 out.append(Invariant(
                     name=f"{t}.{col}_{key.removesuffix('_in')}_when_{'_'.join(states)}", kind="row", table=t,
                     when=_in(lc.column, states), check=f"{q} IS NULL OR substr({q}, 1, 10) {op} :today",
-                    description=f"{col} lies {word} today when {lc.column} is {' or '.join(states)}"))
+                    description=f"{col} lies {word} today when {lc.column} is {' or '.join(states)}",
+                    fix={"kind": "clock", "column": col, "side": key.removesuffix("_in")}))
     for c in ent.columns:
         if isinstance(c.gen, dict) and set(c.gen) == {"by"}:
             key, table = c.gen["by"]
             cases = " ".join(f"WHEN {sql_literal(k)} THEN {_in(c.name, list(v))}" for k, v in table.items())
             out.append(Invariant(name=f"{t}.{c.name}_matches_{key}", kind="row", table=t,
                                  check=f"{quote_ident(c.name)} IS NULL OR CASE {quote_ident(key)} {cases} ELSE 1 END",
-                                 description=f"{c.name} is one of the values allowed for its {key}"))
+                                 description=f"{c.name} is one of the values allowed for its {key}",
+                                 fix={"kind": "choice", "column": c.name, "key": key,
+                                      "allowed": {str(k): list(v) for k, v in table.items()}}))
     return out
 
 

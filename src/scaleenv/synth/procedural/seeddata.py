@@ -243,9 +243,11 @@ class SeedGenerator:
         rng = self.rng
         if isinstance(gen, str):
             if gen in ("email", "safe_email", "free_email", "company_email"):
+                # the row's person, or someone's name: an address spelled from a name, never "sarah86@"
                 person = next((v for k, v in row.items() if isinstance(v, str) and _PERSON.search(k)), None)
-                if person:
-                    return email_for_name(person, rng) or self.fake.email()
+                if person and len(person.split()) == 1:
+                    person = f"{person} {self.fake.last_name()}"
+                return email_for_name(person or self.fake.name(), rng) or email_for_name(self.fake.name(), rng)
             fn = getattr(self.fake, gen, None)
             if fn is None or not callable(fn):
                 raise SpecError([(f"columns.{c.name}.gen", f"unknown Faker provider {gen!r}")])
