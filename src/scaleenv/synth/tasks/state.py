@@ -65,7 +65,8 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
     def side(v: str) -> int:
         return (v[:10] > today) - (v[:10] < today)
 
-    for delta in rng.sample([-14, -7, 7, 14], 4):
+    # later, never earlier: a look-alike child still comes after the parent it shares with the original
+    for delta in rng.sample([14, 7, 3, 1], 4):
         moved = {c.name: shift_iso(out[c.name], delta) for c in others}
         if all(side(out[c.name]) == side(moved[c.name]) for c in others):
             out.update(moved)
