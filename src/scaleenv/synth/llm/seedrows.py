@@ -223,6 +223,7 @@ _STATE_ROOTS = {"cancel": ["cancel"], "paid": ["paid"], "payment": ["paid"], "sh
                 "publish": ["publish"], "sent": ["sent"], "withdr": ["withdr"]}
 _EARLY = {"pending", "draft", "new", "open", "requested", "submitted", "scheduled", "active", "waiting", "planned",
           "created", "applied", "unpaid", "booked", "confirmed", "in_review", "under_review"}
+_EXCLUSIVE = {"cancel", "reject", "refund", "revok", "terminat", "withdr"}
 _NATURAL_UNIQUE = re.compile(r"(^|_)(plate|license_plate|vin|serial|serial_number|isbn|sku|barcode|tracking_number|"
                              r"email|username|handle|permit_number|policy_number|account_number)$")
 
@@ -252,7 +253,8 @@ def _state_columns(table: Table) -> list[tuple[Column, list[str], list[str]]]:
         on = [st for st in status.enum or [] if any(st.lower().startswith(r) for r in roots)]
         if not on:
             continue
-        early = [st for st in status.enum or [] if st.lower() in _EARLY and st not in on]
+        exclusive = any(r in _EXCLUSIVE for r in roots)  # a cancellation date belongs to cancelled rows only
+        early = [st for st in status.enum or [] if st not in on and (exclusive or st.lower() in _EARLY)]
         out.append((c, on, early))
     return out
 
