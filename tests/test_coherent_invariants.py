@@ -105,3 +105,11 @@ def test_a_world_without_triggers_is_caught() -> None:
 def test_invariant_problems(inv: Invariant, needle: str) -> None:
     problems = invariant_problems(_spec([inv]))
     assert any(needle in reason for _, reason in problems), problems
+
+
+def test_spec_validation_reports_a_broken_invariant() -> None:
+    from scaleenv.validation.spec import spec_problems
+
+    assert spec_problems(_spec([SOLD, ORDER, CANCELLED, FUTURE, SEAT])) == []
+    bad = Invariant(name="typo", kind="row", table="flights", check="arrives_onn >= departs_on")
+    assert any("typo" in path and "cannot evaluate" in reason for path, reason in spec_problems(_spec([bad])))

@@ -221,12 +221,7 @@ class _Deriver:
         names = {p.name for p in params}
         for c in ent.columns:
             if isinstance(c.gen, dict) and set(c.gen) == {"by"} and c.name in names and c.gen["by"][0] in names:
-                by, table = c.gen["by"]
-                cases = " ".join(f"WHEN {_lit(k)} THEN :{c.name} IN ({', '.join(map(_lit, v))})"
-                                 for k, v in table.items())
-                pre.append(Contract(sql=f"SELECT :{c.name} IS NULL OR CASE :{by} {cases} ELSE 1 END",
-                                    error=f"invalid_{c.name}",
-                                    message=f"That {_human(c.name)} does not fit the {_human(by)}."))
+                pre.append(_by_contract(c, f":{c.name}", f":{c.gen['by'][0]}", ""))
         for group in ent.unique_together:
             if all(g in names for g in group):
                 cond = " AND ".join(f'"{g}" = :{g}' for g in group)
@@ -273,12 +268,7 @@ class _Deriver:
                     error=f"duplicate_{c.name}",
                     message=f"Another {_human(s)} already has this {', '.join(map(_human, group))}."))
         if isinstance(c.gen, dict) and set(c.gen) == {"by"}:
-            by, table = c.gen["by"]
-            cases = " ".join(f"WHEN {_lit(k)} THEN :new_{c.name} IN ({', '.join(map(_lit, v))})"
-                             for k, v in table.items())
-            pre.append(Contract(sql=f'SELECT CASE "{by}" {cases} ELSE 1 END FROM "{ent.name}" WHERE id = :{key}',
-                                error=f"invalid_{c.name}",
-                                message=f"That {_human(c.name)} does not fit this {_human(s)}'s {_human(by)}."))
+            pre.append(_by_contract(c, f":new_{c.name}", _q(c.gen["by"][0]), f' FROM "{ent.name}" WHERE id = :{key}'))
         lc = ent.lifecycle
         if lc:
             pre += _clock_contracts(ent, c.name, f":new_{c.name}", None, generated, key)
@@ -478,6 +468,14 @@ class _Deriver:
 def _not_blank(param: str, column: str) -> Contract:
     return Contract(sql=f"SELECT length(trim(:{param})) > 0", error="invalid_value",
                     message=f"The {_human(column)} must not be blank.")
+
+
+def _by_contract(c: BlueprintColumn, value: str, key: str, source: str) -> Contract:
+    """``value`` is one of the values a ``{by: [key, {...}]}`` generator allows for ``key``."""
+    by, table = c.gen["by"]
+    cases = " ".join(f"WHEN {_lit(k)} THEN {value} IN ({', '.join(map(_lit, v))})" for k, v in table.items())
+    return Contract(sql=f"SELECT {value} IS NULL OR CASE {key} {cases} ELSE 1 END{source}", error=f"invalid_{c.name}",
+                    message=f"That {_human(c.name)} does not fit the {_human(by)}.")
 
 
 def _q(name: str) -> str:

@@ -46,6 +46,7 @@ from scaleenv.synth.procedural.invariants import blueprint_invariants
 from scaleenv.tools.values import email_for_name, fresh_value, text_for_column
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import violation_query
+from scaleenv.world.world import _to_sql
 
 _EPOCH = dt.date(2026, 6, 15)
 _ATTEMPTS = 80
@@ -319,14 +320,6 @@ class SeedGenerator:
             person = row.get(arg)
             return (email_for_name(str(person), rng) if person else None) or self.fake.email()
         raise SpecError([(f"columns.{c.name}.gen", f"unknown generator kind {kind!r}")])
-
-
-def _to_sql(v: Any) -> Any:
-    if isinstance(v, dict | list):
-        return json.dumps(v, sort_keys=True)
-    if isinstance(v, bool):
-        return int(v)
-    return v
 
 
 def _used(sql: str, params: dict[str, str]) -> dict[str, str]:

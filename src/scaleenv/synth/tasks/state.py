@@ -12,7 +12,7 @@ from scaleenv.tools.values import fresh_value
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import clock_params, violation_query
-from scaleenv.world.world import World
+from scaleenv.world.world import World, _to_sql
 
 
 def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
@@ -116,20 +116,10 @@ def _insert(conn: Any, tbl: Table, row: dict[str, Any]) -> bool:
     cols = [c.name for c in tbl.columns if c.name in row]
     try:
         conn.execute(f"INSERT INTO {quote_ident(tbl.name)} ({', '.join(map(quote_ident, cols))}) "
-                     f"VALUES ({', '.join('?' * len(cols))})", [_sql_value(row[c]) for c in cols])
+                     f"VALUES ({', '.join('?' * len(cols))})", [_to_sql(row[c]) for c in cols])
     except Exception:  # noqa: BLE001 - a row the schema refuses is the caller's to report
         return False
     return True
-
-
-def _sql_value(v: Any) -> Any:
-    import json
-
-    if isinstance(v, dict | list):
-        return json.dumps(v, sort_keys=True)
-    if isinstance(v, bool):
-        return int(v)
-    return v
 
 
 def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: random.Random) -> int:
