@@ -51,6 +51,7 @@ from scaleenv.world.world import _to_sql
 _EPOCH = dt.date(2026, 6, 15)
 _ATTEMPTS = 80
 _PERSON = re.compile(r"(^|_)(full_name|name)$")
+_PRICE = re.compile(r"(^|_)(price|fee|cost|fare|rent|rate|tuition|premium)(_|$)")
 
 
 def _parse_date(s: Any) -> dt.date:
@@ -260,7 +261,10 @@ class SeedGenerator:
         if kind == "int":
             return rng.randint(int(arg[0]), int(arg[1]))
         if kind == "float":
-            return round(rng.uniform(arg[0], arg[1]), int(arg[2]) if len(arg) > 2 else 2)
+            decimals = int(arg[2]) if len(arg) > 2 else 2
+            if decimals == 2 and _PRICE.search(c.name) and arg[1] - arg[0] >= 2:
+                return self.generate(c, {"price": arg[:2]}, row)  # list prices end in .00, .50, .95 or .99
+            return round(rng.uniform(arg[0], arg[1]), decimals)
         if kind == "choice":
             if isinstance(arg, dict):
                 return rng.choices(list(arg), list(arg.values()))[0]
