@@ -247,6 +247,43 @@ def check(
 
 
 @app.command()
+def audit(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    invariants: bool = typer.Option(True, "--invariants/--no-invariants",
+                                    help="Check every domain's declared invariants."),
+    domain: list[str] = typer.Option([], "--domain", help="Audit only this domain (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the audit as JSON."),
+) -> None:
+    """Audit a universe: invariant violations per domain on its base world and on every task's
+    initial and expected worlds. Exit 1 if any is found."""
+    from scaleenv.env.invariant_audit import audit_invariants
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.universe import Universe
+
+    if not invariants:
+        fail("nothing to audit: pass --invariants")
+    try:
+        uni = Universe(path)
+        unknown = [d for d in domain if d not in uni.domains]
+        if unknown:
+            fail(f"unknown domain(s) {', '.join(unknown)}; this universe has {', '.join(uni.domains)}")
+        result = audit_invariants(uni, domains=domain or None)
+    except ScaleEnvError as e:
+        fail(str(e))
+    if as_json:
+        _emit(result)
+    else:
+        typer.echo(f"{result['violations']} invariant violation(s) in {result['worlds']} worlds")
+        for d in result["per_domain"]:
+            typer.echo(f"  {d['domain']}: {d['invariants']} invariants, {d['worlds']} worlds, "
+                       f"{d['violations']} violation(s)")
+            for v in d["examples"][:5]:
+                typer.echo(f"    {v['world']}: {v['table']} {v['key']}: {v['invariant']} ({v['detail']})")
+    if result["violations"]:
+        raise typer.Exit(1)
+
+
+@app.command()
 def rollout(
     path: Path = typer.Argument(..., help="A universe directory."),
     agent: str = typer.Option("oracle", "--agent", help="oracle, noop, random or openai:MODEL."),

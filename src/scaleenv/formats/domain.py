@@ -163,6 +163,37 @@ class ToolSpec(_Model):
         }
 
 
+class Invariant(_Model):
+    """A rule every world of the domain obeys, checked by SQL over one table.
+
+    * ``derived``: ``column`` always equals ``expr``, an SQL expression over the row that may read
+      child tables (``(SELECT COUNT(*) FROM reservations r WHERE r.flight_id = flights.id)``);
+      ``depends_on`` lists the ``child_table.fk_column`` links whose writes change it, so the world
+      can keep it true with triggers;
+    * ``row``: ``check`` (an SQL predicate over the row) holds on every row where ``when`` holds;
+    * ``unique``: ``columns`` are unique together among the rows where ``when`` holds (one shirt
+      number per club).
+
+    Row predicates may use ``:now`` and ``:today``, bound from the domain's clock. A NULL predicate
+    counts as a violation: write ``ends_on IS NULL OR ends_on >= starts_on`` where NULL is allowed.
+    """
+
+    name: str
+    kind: Literal["derived", "row", "unique"]
+    table: str
+    description: str = ""
+    column: str | None = None
+    expr: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    check: str | None = None
+    when: str | None = None
+    columns: list[str] = Field(default_factory=list)
+    fix: dict[str, Any] | None = None
+    """How a generator may mend a row that breaks the rule: ``{"kind": "clock", "column", "side":
+    "future"|"past"}``, ``{"kind": "set_in", "column", "states"}``, ``{"kind": "choice", "column",
+    "key", "allowed": {key value: [values]}}`` or ``{"kind": "fresh", "column"}`` (a new unused value)."""
+
+
 class DomainSpec(_Model):
     """A whole domain: pure data, JSON round-trip, content-hashed."""
 
@@ -172,6 +203,7 @@ class DomainSpec(_Model):
     tables: list[Table]
     tools: list[ToolSpec] = Field(default_factory=list)
     clock: str = "2026-06-15T09:00:00"
+    invariants: list[Invariant] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
 
     def table(self, name: str) -> Table | None:
@@ -181,7 +213,10 @@ class DomainSpec(_Model):
         return next((t for t in self.tools if t.name == name), None)
 
     def canonical_json(self) -> str:
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        data = self.model_dump(mode="json")
+        if not data["invariants"]:
+            del data["invariants"]  # specs without invariants keep the hashes they always had
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def content_hash(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]

@@ -167,6 +167,10 @@ def spec_problems(spec: DomainSpec) -> Problems:
             conn = World(spec).conn
         except WorldError as e:
             problems.append(("tables", str(e)))
+    if conn is not None and spec.invariants:
+        from scaleenv.world.invariants import invariant_problems
+
+        problems += invariant_problems(spec)
     for name in _dupes([t.name for t in spec.tools]):
         problems.append((f"tools[{name}]", "duplicate tool name"))
     for i, tool in enumerate(spec.tools):

@@ -149,6 +149,36 @@ def next_id_index_ddl(spec: DomainSpec) -> list[str]:
     return out
 
 
+def derived_trigger_ddl(spec: DomainSpec) -> list[str]:
+    """Triggers that keep every ``derived`` invariant true after any write: the column is recomputed
+    when its own row is inserted or updated, and when a row of a table it ``depends_on`` changes
+    (a reservation added moves the flight's ``seats_sold``). SQLite's triggers do not re-fire
+    themselves, and the guard ``IS NOT`` leaves rows that already agree untouched (and unlogged)."""
+    out = []
+    for i, inv in enumerate(spec.invariants):
+        table = spec.table(inv.table)
+        if inv.kind != "derived" or table is None or not inv.column or not inv.expr:
+            continue
+        t, pk, col, expr = quote_ident(inv.table), quote_ident(table.primary_key), quote_ident(inv.column), inv.expr
+        update = f"UPDATE {t} SET {col} = ({expr}) WHERE {col} IS NOT ({expr}) AND {pk} "
+
+        def name(event: str, on: str, idx: int = i) -> str:
+            return quote_ident(f"_derive_{idx}_{event}_{on}")
+
+        out.append(f"CREATE TRIGGER {name('insert', inv.table)} AFTER INSERT ON {t} BEGIN {update}= NEW.{pk}; END")
+        out.append(f"CREATE TRIGGER {name('update', inv.table)} AFTER UPDATE ON {t} BEGIN {update}= NEW.{pk}; END")
+        for j, dep in enumerate(inv.depends_on):
+            ct, _, fk = dep.partition(".")
+            if spec.table(ct) is None:
+                continue
+            c, f = quote_ident(ct), quote_ident(fk)
+            out.append(f"CREATE TRIGGER {name(f'ins{j}', ct)} AFTER INSERT ON {c} BEGIN {update}= NEW.{f}; END")
+            out.append(f"CREATE TRIGGER {name(f'del{j}', ct)} AFTER DELETE ON {c} BEGIN {update}= OLD.{f}; END")
+            out.append(f"CREATE TRIGGER {name(f'upd{j}', ct)} AFTER UPDATE ON {c} "
+                       f"BEGIN {update}IN (OLD.{f}, NEW.{f}); END")
+    return out
+
+
 def schema_ddl(spec: DomainSpec) -> list[str]:
     stmts = [
         f"CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT)",
@@ -159,4 +189,5 @@ def schema_ddl(spec: DomainSpec) -> list[str]:
         stmts.extend(index_ddl(table))
         stmts.extend(change_log_ddl(table))
     stmts.extend(next_id_index_ddl(spec))
+    stmts.extend(derived_trigger_ddl(spec))
     return stmts

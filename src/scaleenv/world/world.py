@@ -8,7 +8,8 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,6 +155,21 @@ class World:
 
     def primary_key(self, table: str) -> str:
         return self._tables[table].primary_key
+
+    @contextmanager
+    def trusted(self) -> Iterator[None]:
+        """Build-time code only (seeding, loading): the connection guard lets pragmas such as
+        ``defer_foreign_keys`` through. Never entered while an agent's tool call runs."""
+        conn = self.conn
+        guarded = isinstance(conn, GuardedConnection)
+        before = conn.building if guarded else False
+        if guarded:
+            conn.building = True
+        try:
+            yield
+        finally:
+            if guarded:
+                conn.building = before
 
     def load_rows(self, table: str, rows: Iterable[Mapping[str, Any]], *, log: bool = False) -> int:
         """Insert rows (dicts keyed by column). Unknown tables/columns raise WorldError.

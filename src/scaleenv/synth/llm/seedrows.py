@@ -11,7 +11,10 @@ from typing import Any
 from faker import Faker
 
 from scaleenv.errors import ScaleEnvError
-from scaleenv.formats.domain import Column, DomainSpec, Table
+from scaleenv.formats.domain import Column, DomainSpec, Invariant, Table
+from scaleenv.tools.values import email_for_name, fresh_value
+from scaleenv.world.ddl import quote_ident, sql_literal
+from scaleenv.world.invariants import Violation, check_connection
 from scaleenv.world.patch import table_order
 from scaleenv.world.world import World
 
@@ -62,32 +65,35 @@ class RowGenerator:
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
-        for name in table_order(self.spec):
+        order = table_order(self.spec)
+        for name in order:  # every table's ids first, so a two-way link can point at a later table
             table = self.spec.table(name)
             assert table is not None
             n = self.count(table)
             pk = table.column(table.primary_key)
             if pk is not None and pk.type == "integer":
-                ids: list[Any] = list(range(1, n + 1))
+                self.ids[name] = list(range(1, n + 1))
             else:
-                ids = [f"{self.prefix.get(name, name[:3].upper() + '-')}{i:04d}" for i in range(1, n + 1)]
-            self.ids[name] = ids
-            seen: dict[str, set[Any]] = {c.name: set() for c in table.columns if c.unique}
+                self.ids[name] = [f"{self.prefix.get(name, name[:3].upper() + '-')}{i:04d}" for i in range(1, n + 1)]
+        self.out = out
+        for name in order:
+            table = self.spec.table(name)
+            assert table is not None
+            seen: dict[str, set[Any]] = {c.name: set() for c in table.columns if c.unique or _naturally_unique(c)}
             rows = []
-            for rid in ids:
+            for rid in self.ids[name]:
                 row: dict[str, Any] = {table.primary_key: rid}
                 for c in table.columns:
                     if c.name == table.primary_key:
                         continue
                     v = self.value(table, c, row)
-                    if c.unique and v is not None:
-                        k = 2
-                        base = v
-                        while v in seen[c.name]:
-                            v = _uniquify(base, k)
-                            k += 1
+                    if c.name in seen and v is not None:
+                        if v in seen[c.name]:
+                            v = fresh_value(c.name, v, self.rng, seen[c.name], row=row, fake=self.fake,
+                                            lo=c.min, hi=c.max)
                         seen[c.name].add(v)
                     row[c.name] = v
+                cohere(self.spec, table, row, self.rng, out, self.clock)
                 rows.append(row)
             out[name] = rows
         return out
@@ -171,7 +177,7 @@ class RowGenerator:
         fake, rng = self.fake, self.rng
         noun = (self.singular.get(table.name) or table.name.removesuffix("s")).lower()
         if "email" in name:
-            return fake.email()
+            return email_for_name(fake.name(), rng) or fake.email()
         if name == "first_name":
             return fake.first_name()
         if name == "last_name":
@@ -204,26 +210,255 @@ class RowGenerator:
         return fake.word()
 
 
-def _uniquify(v: Any, k: int) -> Any:
-    if isinstance(v, str):
-        if "@" in v:
-            user, _, host = v.partition("@")
-            return f"{user}{k}@{host}"
-        return f"{v} {k}"
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return v + k
-    return v
+# --- coherence: rules every LLM-designed world obeys, inferred from its schema ---------------------
+
+_PERIODS = [("start", "end"), ("starts", "ends"), ("from", "until"), ("from", "to"), ("check_in", "check_out"),
+            ("begins", "ends"), ("issued", "expires"), ("opens", "closes"), ("pickup", "return"), ("departs", "arrives"),
+            ("departure", "arrival"), ("scheduled", "completed")]
+_STATE_ROOTS = {"cancel": ["cancel"], "paid": ["paid"], "payment": ["paid"], "ship": ["ship", "deliver"],
+                "deliver": ["deliver"], "complet": ["complet"], "approv": ["approv"], "reject": ["reject"],
+                "decision": ["approv", "reject", "deni", "declin"], "decided": ["approv", "reject", "deni", "declin"],
+                "close": ["close"], "resolv": ["resolv"], "return": ["return"], "refund": ["refund"],
+                "revok": ["revok"], "revoc": ["revok"], "terminat": ["terminat"], "archiv": ["archiv"],
+                "publish": ["publish"], "sent": ["sent"], "withdr": ["withdr"]}
+_EARLY = {"pending", "draft", "new", "open", "requested", "submitted", "scheduled", "active", "waiting", "planned",
+          "created", "applied", "unpaid", "booked", "confirmed", "in_review", "under_review"}
+_EXCLUSIVE = {"cancel", "reject", "refund", "revok", "terminat", "withdr"}
+_NATURAL_UNIQUE = re.compile(r"(^|_)(plate|license_plate|vin|serial|serial_number|isbn|sku|barcode|tracking_number|"
+                             r"email|username|handle|permit_number|policy_number|account_number)$")
+
+
+def _naturally_unique(c: Column) -> bool:
+    return c.type == "text" and not c.foreign_key and bool(_NATURAL_UNIQUE.search(c.name.lower()))
+
+
+def _status_column(table: Table) -> Column | None:
+    return next((c for c in table.columns if c.enum and c.name.lower() in ("status", "state")), None)
+
+
+def _state_columns(table: Table) -> list[tuple[Column, list[str], list[str]]]:
+    """(date column, states in which it is set, early states in which it is empty) for a table's
+    lifecycle dates: ``cancelled_at`` with ``cancelled``, ``decision_date`` with approved/rejected."""
+    status = _status_column(table)
+    if status is None:
+        return []
+    out = []
+    for c in table.columns:
+        if c.type not in ("date", "datetime") or not c.nullable:
+            continue
+        stem = c.name.lower()
+        roots = next((r for k, r in _STATE_ROOTS.items() if stem.startswith(k)), None)
+        if roots is None:
+            continue
+        on = [st for st in status.enum or [] if any(st.lower().startswith(r) for r in roots)]
+        if not on:
+            continue
+        exclusive = any(r in _EXCLUSIVE for r in roots)  # a cancellation date belongs to cancelled rows only
+        early = [st for st in status.enum or [] if st not in on and (exclusive or st.lower() in _EARLY)]
+        out.append((c, on, early))
+    return out
+
+
+def _periods(table: Table) -> list[tuple[Column, Column]]:
+    """(start, end) date column pairs: start_date/end_date, valid_from/valid_until, check_in/check_out."""
+    dates = {c.name: c for c in table.columns if c.type in ("date", "datetime")}
+    out = []
+    for a in dates:
+        tokens = a.split("_")
+        for x, y in _PERIODS:
+            xs, ys = x.split("_"), y.split("_")
+            for i in range(len(tokens) - len(xs) + 1):
+                if tokens[i:i + len(xs)] == xs:
+                    b = "_".join(tokens[:i] + ys + tokens[i + len(xs):])
+                    if b in dates and b != a and (dates[a], dates[b]) not in out:
+                        out.append((dates[a], dates[b]))
+    return out
+
+
+def _owner_links(spec: DomainSpec, table: Table) -> list[tuple[Column, Column, str, str]]:
+    """(a, b, b's table, b's column) where row.a and row.b's parent name the same row: an application's
+    applicant must own the car it names (applications.applicant_id = cars.owner_id of applications.car_id)."""
+    out = []
+    fks = [c for c in table.columns if c.foreign_key and c.name != table.primary_key]
+    for a in fks:
+        pa = a.foreign_key.split(".")[0]  # type: ignore[union-attr]
+        for b in fks:
+            pb = b.foreign_key.split(".")[0]  # type: ignore[union-attr]
+            if b is a or pb == table.name:
+                continue
+            tb = spec.table(pb)
+            owner = next((c for c in tb.columns if c.foreign_key and c.foreign_key.split(".")[0] == pa
+                          and not c.nullable), None) if tb else None
+            if owner is not None:
+                out.append((a, b, pb, owner.name))
+    return out
+
+
+def infer_invariants(spec: DomainSpec) -> list[Invariant]:
+    """The rules an LLM-designed schema implies, as invariants (besides those ``spec`` declares):
+    periods end after they start, a lifecycle date is set exactly in its states (and empty in the
+    early ones), a row's two links agree on their owner, and natural identifiers (plates, VINs,
+    e-mails, SKUs) are unique."""
+    out = list(spec.invariants)
+    for t in spec.tables:
+        q = quote_ident
+        for a, b in _periods(t):
+            out.append(Invariant(name=f"{t.name}.{b.name}_after_{a.name}", kind="row", table=t.name,
+                                 check=f"{q(a.name)} IS NULL OR {q(b.name)} IS NULL OR {q(b.name)} >= {q(a.name)}",
+                                 description=f"{b.name} is not before {a.name}"))
+        status = _status_column(t)
+        for c, on, early in _state_columns(t):
+            assert status is not None
+            s_on = ", ".join(sql_literal(x) for x in on)
+            s_early = ", ".join(sql_literal(x) for x in early) or "NULL"
+            out.append(Invariant(
+                name=f"{t.name}.{c.name}_with_{status.name}", kind="row", table=t.name,
+                check=f"CASE WHEN {q(status.name)} IN ({s_on}) THEN {q(c.name)} IS NOT NULL "
+                      f"WHEN {q(status.name)} IN ({s_early}) THEN {q(c.name)} IS NULL ELSE 1 END",
+                description=f"{c.name} is set when {status.name} is {' or '.join(on)}"
+                            + (f" and empty when it is {' or '.join(early)}" if early else "")))
+        for a, b, pb, owner in _owner_links(spec, t):
+            out.append(Invariant(
+                name=f"{t.name}.{b.name}_belongs_to_{a.name}", kind="row", table=t.name,
+                check=f"{q(a.name)} IS NULL OR {q(b.name)} IS NULL OR (SELECT x.{q(owner)} FROM {q(pb)} x "
+                      f"WHERE x.id = {q(t.name)}.{q(b.name)}) = {q(a.name)}",
+                description=f"the {pb} row named by {b.name} belongs to {a.name}"))
+        for c in t.columns:
+            if _naturally_unique(c) and not c.unique:
+                out.append(Invariant(name=f"{t.name}.unique_{c.name}", kind="unique", table=t.name, columns=[c.name],
+                                     description=f"no two {t.name} share a {c.name}"))
+    seen: set[str] = set()
+    return [i for i in out if not (i.name in seen or seen.add(i.name))]  # type: ignore[func-returns-value]
+
+
+def cohere(spec: DomainSpec, table: Table, row: dict[str, Any], rng: random.Random,
+           done: dict[str, list[dict[str, Any]]], clock: dt.datetime) -> None:
+    """Make one generated row obey the inferred rules (in place)."""
+    for a, b in _periods(table):
+        va, vb = row.get(a.name), row.get(b.name)
+        if isinstance(va, str) and isinstance(vb, str) and vb < va:
+            start = dt.datetime.fromisoformat(va) if "T" in va else dt.datetime.fromisoformat(va + "T00:00:00")
+            end = start + dt.timedelta(days=rng.randint(1, 30))
+            row[b.name] = end.isoformat() if b.type == "datetime" else end.date().isoformat()
+    status = _status_column(table)
+    for c, on, early in _state_columns(table):
+        st = row.get(status.name) if status else None
+        if st in on and row.get(c.name) is None:
+            d = clock - dt.timedelta(days=rng.randint(1, 60), hours=rng.randint(0, 8))
+            row[c.name] = d.replace(microsecond=0).isoformat() if c.type == "datetime" else d.date().isoformat()
+        elif st in early:
+            row[c.name] = None
+    for a, b, pb, owner in _owner_links(spec, table):
+        if row.get(a.name) is None:
+            continue
+        mine = [r["id"] for r in done.get(pb, []) if r.get(owner) == row[a.name]]
+        if mine:
+            row[b.name] = mine[rng.randrange(len(mine))]
+        elif done.get(pb):
+            # no such row of theirs: the link follows the other one (the owner of the named row)
+            named = next((r for r in done[pb] if r["id"] == row.get(b.name)), None)
+            if named is not None:
+                row[a.name] = named.get(owner)
+
+
+def load_coherent(world: World, rows: dict[str, list[dict[str, Any]]], invariants: list[Invariant]) -> None:
+    """Load every table's rows in one transaction with foreign keys checked at its end (so two-way
+    links load), then check ``invariants``. Raises ScaleEnvError naming the row and the broken link
+    or rule; nothing is loaded then."""
+    with world.trusted():
+        _load_coherent(world, rows, invariants)
+
+
+def _load_coherent(world: World, rows: dict[str, list[dict[str, Any]]], invariants: list[Invariant]) -> None:
+    conn = world.conn
+    conn.execute("BEGIN")
+    try:
+        conn.execute("PRAGMA defer_foreign_keys = ON")
+        for name in table_order(world.spec):
+            try:
+                world.load_rows(name, rows.get(name, []))
+            except ScaleEnvError as e:
+                raise ScaleEnvError(f"cannot seed table {name}: {e}") from None
+        broken = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            tbl, rowid, parent, _fk = broken[0]
+            t = world.spec.table(tbl)
+            pk = t.primary_key if t else "rowid"
+            key, cols = _row_links(conn, tbl, rowid, pk, parent, world.spec)
+            raise ScaleEnvError(f"cannot seed: {tbl} row {key!r} links to a missing {parent} row "
+                                f"({', '.join(cols)}); {len(broken)} broken link(s) in all")
+        bad = check_connection(conn, world.spec.model_copy(update={"invariants": invariants}), limit=5)
+        if bad:
+            raise ScaleEnvError("cannot seed: " + "; ".join(str(v) for v in bad[:5]))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    finally:
+        conn.execute("PRAGMA defer_foreign_keys = OFF")
+
+
+def _row_links(conn: Any, tbl: str, rowid: int, pk: str, parent: str, spec: DomainSpec) -> tuple[Any, list[str]]:
+    t = spec.table(tbl)
+    row = conn.execute(f"SELECT * FROM {quote_ident(tbl)} WHERE rowid = ?", (rowid,)).fetchone()
+    names = [c.name for c in t.columns] if t else []
+    data = dict(zip(names, row, strict=False)) if row else {}
+    cols = [f"{c.name} = {data.get(c.name)!r}" for c in (t.columns if t else [])
+            if c.foreign_key and c.foreign_key.split(".")[0] == parent]
+    return data.get(pk), cols
+
+
+def mend(spec: DomainSpec, rows: dict[str, list[dict[str, Any]]], violations: list[Violation],
+         rng: random.Random, clock: dt.datetime) -> int:
+    """The repair round: re-apply the coherence rules to each failing row named in ``violations``;
+    a row that cannot be mended (a declared rule with no known fix) is dropped if nothing links to
+    it. Returns how many rows changed."""
+    changed = 0
+    for v in violations:
+        t = spec.table(v.table)
+        if t is None:
+            continue
+        row = next((r for r in rows.get(v.table, []) if r.get(t.primary_key) == v.key), None)
+        if row is None:
+            continue
+        before = dict(row)
+        if v.invariant.split(".")[-1].startswith("unique_"):
+            col = v.invariant.split(".")[-1].removeprefix("unique_")
+            if col in row:
+                taken = {r.get(col) for r in rows[v.table]}
+                row[col] = fresh_value(col, row[col], rng, taken, row=row)
+        cohere(spec, t, row, rng, rows, clock)
+        if row != before:
+            changed += 1
+    return changed
 
 
 def seed_world(spec: DomainSpec, seed: int = 0, scale: float = 1.0) -> World:
-    """A world of ``spec`` filled with generated rows (parents first). Raises ScaleEnvError if the
-    schema's constraints reject the rows."""
+    """A world of ``spec`` filled with generated rows that obey its rules (``infer_invariants``).
+
+    Rows are drawn, checked, and the failing ones repaired once (the repair round names them);
+    every table loads in one transaction with deferred foreign keys, so two-way links load.
+    Raises ScaleEnvError naming the row and the link or rule it breaks."""
     gen = RowGenerator(spec, seed, scale)
     rows = gen.rows()
+    invariants = infer_invariants(spec)
     world = World(spec)
-    for name in table_order(spec):
-        try:
-            world.load_rows(name, rows[name])
-        except ScaleEnvError as e:
-            raise ScaleEnvError(f"cannot seed table {name}: {e}") from None
+    try:
+        load_coherent(world, rows, invariants)
+        return world
+    except ScaleEnvError as first:
+        scratch = World(spec)
+        conn = scratch.conn
+        with scratch.trusted():
+            conn.execute("PRAGMA foreign_keys = OFF")
+        for name in table_order(spec):
+            try:
+                scratch.load_rows(name, rows.get(name, []))
+            except ScaleEnvError:
+                raise first from None
+        bad = check_connection(conn, spec.model_copy(update={"invariants": invariants}), limit=1000)
+        if not bad or not mend(spec, rows, bad, gen.rng, gen.clock):
+            raise first from None
+    world = World(spec)
+    load_coherent(world, rows, invariants)
     return world

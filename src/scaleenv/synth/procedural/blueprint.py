@@ -53,18 +53,50 @@ class Transition(_M):
 
 
 class Lifecycle(_M):
+    """A status state machine. ``set_in`` names the states in which a (nullable) column is set and
+    NULL in all others (``cancelled_at: [cancelled]``); ``future_in`` / ``past_in`` the states in
+    which a date column lies after / on-or-before the world's clock; ``gen_in`` overrides a column's
+    generator in one state (``paid: {paid: {copy: amount}}``). Derivation turns each into a checked
+    invariant and makes the transitions keep it; the seeder draws the state first and the rest to match."""
+
     column: str = "status"
     states: list[str]
     initial: str
     transitions: list[Transition]
+    set_in: dict[str, list[str]] = Field(default_factory=dict)
+    future_in: dict[str, list[str]] = Field(default_factory=dict)
+    past_in: dict[str, list[str]] = Field(default_factory=dict)
+    gen_in: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _states_known(self) -> Lifecycle:
         known = set(self.states)
         bad = [s for t in self.transitions for s in [*t.from_, t.to] if s not in known]
+        bad += [s for m in (self.set_in, self.future_in, self.past_in) for ss in m.values() for s in ss
+                if s not in known]
+        bad += [s for s in self.gen_in if s not in known]
         if self.initial not in known or bad:
             raise ValueError(f"lifecycle uses unknown states: {sorted(set(bad) | ({self.initial} - known))}")
         return self
+
+
+class DerivedColumn(_M):
+    """``column`` always equals ``expr`` (SQL over the row; subqueries may read the ``depends_on``
+    child tables, given as ``child_table.fk_column``)."""
+
+    column: str
+    expr: str
+    depends_on: list[str] = Field(default_factory=list)
+    description: str = ""
+
+
+class RowRule(_M):
+    """``check`` (SQL over the row; ``:now``/``:today`` are the clock) holds wherever ``when`` holds."""
+
+    check: str
+    when: str | None = None
+    description: str = ""
+    name: str | None = None
 
 
 class Entity(_M):
@@ -80,6 +112,9 @@ class Entity(_M):
     create: bool = True
     delete: bool = False
     create_phrasings: list[str] = Field(default_factory=list)
+    derived: list[DerivedColumn] = Field(default_factory=list)
+    rules: list[RowRule] = Field(default_factory=list)
+    unique_together: list[list[str]] = Field(default_factory=list)
 
 
 class OpParam(_M):
@@ -118,6 +153,7 @@ class Blueprint(_M):
     description: str
     keywords: list[str]
     eval_only: bool = False
+    clock: str = "2026-06-15T09:00:00"
     entities: list[Entity]
     operations: list[Operation] = Field(default_factory=list)
     views: list[Operation] = Field(default_factory=list)
@@ -146,6 +182,27 @@ def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
             problems.append((f"{path}.display", f"{e.display!r} is not a column"))
         if e.lifecycle and e.lifecycle.column not in cols:
             problems.append((f"{path}.lifecycle.column", f"{e.lifecycle.column!r} is not a column"))
+        if e.lifecycle:
+            lc = e.lifecycle
+            for key, m in (("set_in", lc.set_in), ("future_in", lc.future_in), ("past_in", lc.past_in)):
+                for c in m:
+                    if c not in cols:
+                        problems.append((f"{path}.lifecycle.{key}", f"{c!r} is not a column"))
+            for c in lc.set_in:
+                col = next((x for x in e.columns if x.name == c), None)
+                if col is not None and not col.nullable:
+                    problems.append((f"{path}.lifecycle.set_in", f"{c!r} must be nullable (it is NULL in other states)"))
+            for c in [*lc.future_in, *lc.past_in]:
+                col = next((x for x in e.columns if x.name == c), None)
+                if col is not None and col.type not in ("date", "datetime"):
+                    problems.append((f"{path}.lifecycle", f"{c!r} is not a date or datetime column"))
+        for d in e.derived:
+            if d.column not in cols:
+                problems.append((f"{path}.derived", f"{d.column!r} is not a column"))
+        for group in e.unique_together:
+            for c in group:
+                if c not in cols:
+                    problems.append((f"{path}.unique_together", f"{c!r} is not a column"))
     for kind, ops in (("operations", bp.operations), ("views", bp.views)):
         for i, op in enumerate(ops):
             for j, p in enumerate(op.params):

@@ -7,6 +7,7 @@ gives the same spec.
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 from scaleenv.formats.domain import (
@@ -21,6 +22,7 @@ from scaleenv.formats.domain import (
     ToolSpec,
 )
 from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity, Operation
+from scaleenv.synth.procedural.invariants import blueprint_invariants
 
 MIN_TOOLS, MAX_TOOLS = 25, 70
 
@@ -166,8 +168,9 @@ class _Deriver:
                 "list", ent, parent=parent.name)
         if ent.create:
             self.derive_create(ent)
+        derived = {d.column for d in ent.derived}
         for c in ent.columns:
-            if c.mutable:
+            if c.mutable and c.name not in derived:
                 self.derive_update(ent, c)
         if ent.delete:
             self.derive_delete(ent)
@@ -181,10 +184,17 @@ class _Deriver:
         lc = ent.lifecycle
         params, pre, cols, vals = [], [], ["id"], [":new_id"]
         generated = {"new_id": Generated(kind="next_id", table=ent.name, column="id", prefix=f"{ent.id_prefix}-")}
+        derived = {d.column for d in ent.derived}
         for c in ent.columns:
             cols.append(c.name)
             if lc and c.name == lc.column:
                 vals.append(f"'{lc.initial}'")
+                continue
+            if c.name in derived:
+                vals.append("0" if c.type in ("integer", "real") else "NULL")  # the world's trigger computes it
+                continue
+            if lc and c.name in lc.set_in and lc.initial not in lc.set_in[c.name]:
+                vals.append("NULL")  # set later, by the transition into a state that carries it
                 continue
             if c.auto:
                 generated[f"auto_{c.name}"] = Generated(kind=c.auto)
@@ -206,6 +216,20 @@ class _Deriver:
                 pre.append(Contract(sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE "{c.name}" = :{c.name})',
                                     error=f"duplicate_{c.name}",
                                     message=f"A {_human(s)} with this {_human(c.name)} already exists."))
+            if lc:
+                pre += _clock_contracts(ent, c.name, f":{c.name}", [lc.initial], generated)
+        names = {p.name for p in params}
+        for c in ent.columns:
+            if isinstance(c.gen, dict) and set(c.gen) == {"by"} and c.name in names and c.gen["by"][0] in names:
+                pre.append(_by_contract(c, f":{c.name}", f":{c.gen['by'][0]}", ""))
+        for group in ent.unique_together:
+            if all(g in names for g in group):
+                cond = " AND ".join(f'"{g}" = :{g}' for g in group)
+                pre.append(Contract(sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE {cond})',
+                                    error=f"duplicate_{group[-1]}",
+                                    message=f"Another {_human(s)} already has this {', '.join(map(_human, group))}."))
+        source = f"(SELECT {', '.join(f'{v} AS {_q(c)}' for c, v in zip(cols, vals, strict=True))}) AS {_q(ent.name)}"
+        pre += _rule_contracts(ent, source, generated)
         effect = f'INSERT INTO "{ent.name}" ({", ".join(f"{chr(34)}{c}{chr(34)}" for c in cols)}) ' \
                  f"VALUES ({', '.join(vals)})"
         post = [Contract(sql=f'SELECT 1 FROM "{ent.name}" WHERE id = :new_id', error="create_failed",
@@ -233,18 +257,43 @@ class _Deriver:
             pre.append(Contract(
                 sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE "{c.name}" = :new_{c.name} AND id != :{key})',
                 error=f"duplicate_{c.name}", message=f"Another {_human(s)} already has this {_human(c.name)}."))
+        generated: dict[str, Generated] = {}
+        for group in ent.unique_together:
+            if c.name in group:
+                others = [g for g in group if g != c.name]
+                cond = " AND ".join([f'o."{g}" IS t."{g}"' for g in others] + [f'o."{c.name}" = :new_{c.name}'])
+                pre.append(Contract(
+                    sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" o, "{ent.name}" t WHERE t.id = :{key} '
+                        f"AND o.id != :{key} AND {cond})",
+                    error=f"duplicate_{c.name}",
+                    message=f"Another {_human(s)} already has this {', '.join(map(_human, group))}."))
+        if isinstance(c.gen, dict) and set(c.gen) == {"by"}:
+            pre.append(_by_contract(c, f":new_{c.name}", _q(c.gen["by"][0]), f' FROM "{ent.name}" WHERE id = :{key}'))
         lc = ent.lifecycle
         if lc:
+            pre += _clock_contracts(ent, c.name, f":new_{c.name}", None, generated, key)
+            if c.name in lc.set_in:
+                pre.append(Contract(
+                    sql=f'SELECT ("{lc.column}" IN ({", ".join(map(_lit, lc.set_in[c.name]))})) = '
+                        f'(:new_{c.name} IS NOT NULL) FROM "{ent.name}" WHERE id = :{key}',
+                    error="invalid_status",
+                    message=f"The {_human(c.name)} can only be set when the {_human(s)} is "
+                            f"{' or '.join(lc.set_in[c.name])}."))
             finals = _final_states(lc)
             if finals:
                 pre.append(Contract(
                     sql=f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, finals))}) FROM "{ent.name}" '
                         f"WHERE id = :{key}",
                     error="invalid_status", message=f"This {_human(s)} is closed and can no longer be changed."))
+        if ent.rules:
+            row = ", ".join(f":new_{c.name} AS {_q(c.name)}" if x.name == c.name else _q(x.name)
+                            for x in [BlueprintColumn(name="id"), *ent.columns])
+            pre += _rule_contracts(ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}",
+                                   generated)
         self.add(ToolSpec(
             name=f"{self.verbs['update']}_{s}_{c.name}", kind="write",
             description=f"Change the {_human(c.name)} of a {_human(s)}.",
-            parameters=[self.id_param(ent), p], preconditions=pre,
+            parameters=[self.id_param(ent), p], preconditions=pre, generated=generated,
             effects=[f'UPDATE "{ent.name}" SET "{c.name}" = :new_{c.name} WHERE id = :{key}'],
             postconditions=[Contract(sql=f'SELECT "{c.name}" IS :new_{c.name} FROM "{ent.name}" WHERE id = :{key}',
                                      error="update_failed", message="The change did not apply.")],
@@ -284,6 +333,27 @@ class _Deriver:
                 sets.append(f'"{col}" = :auto_{col}')
             else:
                 sets.append(f'"{col}" = {_lit(val)}')
+        for col, states in lc.set_in.items():
+            if col in t.set:
+                continue
+            if t.to in states:
+                kind = "now" if _col(ent, col).type == "datetime" else "today"
+                generated[f"auto_{col}"] = Generated(kind=kind)
+                sets.append(f'"{col}" = COALESCE("{col}", :auto_{col})')
+            else:
+                sets.append(f'"{col}" = NULL')
+        clock_pre: list[Contract] = []
+        for col in {**lc.future_in, **lc.past_in}:
+            clock_pre += _clock_contracts(ent, col, f'(SELECT "{col}" FROM "{ent.name}" WHERE id = :{key})',
+                                          [t.to], generated)
+        if ent.rules:
+            after = {lc.column: _lit(t.to)}
+            for col, val in t.set.items():
+                after[col] = f":auto_{col}" if val in ("now", "today") else _lit(val)
+            row = ", ".join(f"{after[x.name]} AS {_q(x.name)}" if x.name in after else _q(x.name)
+                            for x in [BlueprintColumn(name="id"), *ent.columns])
+            clock_pre += _rule_contracts(
+                ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}", generated)
         froms = ", ".join(map(_lit, t.from_))
         self.add(ToolSpec(
             name=f"{verb}_{s}", kind="write",
@@ -292,7 +362,8 @@ class _Deriver:
             parameters=[self.id_param(ent)], generated=generated,
             preconditions=[self.exists(ent, key), Contract(
                 sql=f'SELECT "{lc.column}" IN ({froms}) FROM "{ent.name}" WHERE id = :{key}', error="invalid_status",
-                message=f"This {_human(s)} is not in a state that allows this (needs {' or '.join(t.from_)}).")],
+                message=f"This {_human(s)} is not in a state that allows this (needs {' or '.join(t.from_)}).")]
+            + clock_pre,
             effects=[f'UPDATE "{ent.name}" SET {", ".join(sets)} WHERE id = :{key}'],
             postconditions=[Contract(sql=f'SELECT "{lc.column}" = {_lit(t.to)} FROM "{ent.name}" WHERE id = :{key}',
                                      error="transition_failed")],
@@ -363,7 +434,8 @@ class _Deriver:
         self.resolve_name_clashes()
         self.trim()
         return DomainSpec(name=self.bp.name, description=self.bp.description, keywords=list(self.bp.keywords),
-                          tables=list(self.tables.values()), tools=self.tools,
+                          tables=list(self.tables.values()), tools=self.tools, clock=self.bp.clock,
+                          invariants=blueprint_invariants(self.bp),
                           meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural",
                                 "singular": {e.name: e.singular for e in self.bp.entities},
                                 "display": {e.name: e.display for e in self.bp.entities if e.display}})
@@ -396,6 +468,66 @@ class _Deriver:
 def _not_blank(param: str, column: str) -> Contract:
     return Contract(sql=f"SELECT length(trim(:{param})) > 0", error="invalid_value",
                     message=f"The {_human(column)} must not be blank.")
+
+
+def _by_contract(c: BlueprintColumn, value: str, key: str, source: str) -> Contract:
+    """``value`` is one of the values a ``{by: [key, {...}]}`` generator allows for ``key``."""
+    by, table = c.gen["by"]
+    cases = " ".join(f"WHEN {_lit(k)} THEN {value} IN ({', '.join(map(_lit, v))})" for k, v in table.items())
+    return Contract(sql=f"SELECT {value} IS NULL OR CASE {key} {cases} ELSE 1 END{source}", error=f"invalid_{c.name}",
+                    message=f"That {_human(c.name)} does not fit the {_human(by)}.")
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _rule_contracts(ent: Entity, source: str, generated: dict[str, Generated]) -> list[Contract]:
+    """Preconditions that the row a tool is about to write obeys the entity's ``rules``: each rule
+    is evaluated over ``source``, a one-row subquery aliased as the entity's table."""
+    out = []
+    for i, r in enumerate(ent.rules):
+        cond = f"COALESCE(({r.check}), 0)"
+        if r.when:
+            cond = f"(NOT COALESCE(({r.when}), 0) OR {cond})"
+        sql = f"SELECT {cond} FROM {source}"
+        for clock in ("now", "today"):
+            if re.search(rf":{clock}\b", sql):
+                generated[f"clock_{clock}"] = Generated(kind=clock)
+                sql = re.sub(rf":{clock}\b", f":clock_{clock}", sql)
+        out.append(Contract(sql=sql, error=f"rule_{r.name or i + 1}",
+                            message=(r.description or r.check).capitalize() + "."))
+    return out
+
+
+def _col(ent: Entity, name: str) -> BlueprintColumn:
+    return next(c for c in ent.columns if c.name == name)
+
+
+def _clock_contracts(ent: Entity, column: str, value: str, states: list[str] | None,
+                     generated: dict[str, Generated], key: str | None = None) -> list[Contract]:
+    """Preconditions that keep ``column`` on the right side of the clock (``future_in``/``past_in``).
+
+    ``states`` are the states the row will be in (a create or a transition); ``None`` means "its
+    current state", read from the row ``key`` (an update of the column itself)."""
+    lc = ent.lifecycle
+    assert lc is not None
+    out = []
+    for mapping, op, word in ((lc.future_in, ">=", "today or later"), (lc.past_in, "<=", "today or earlier")):
+        if column not in mapping:
+            continue
+        generated["clock_today"] = Generated(kind="today")
+        cond = f"{value} IS NULL OR substr({value}, 1, 10) {op} :clock_today"
+        if states is None:
+            sql = (f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, mapping[column]))}) OR {cond} '
+                   f'FROM "{ent.name}" WHERE id = :{key}')
+        elif any(s in mapping[column] for s in states):
+            sql = f"SELECT {cond}"
+        else:
+            continue
+        out.append(Contract(sql=sql, error="out_of_time",
+                            message=f"The {_human(column)} must be {word} for a {_human(ent.singular)} in this state."))
+    return out
 
 
 def _final_states(lc: Any) -> list[str]:

@@ -14,7 +14,18 @@ Value generators (``gen`` in a blueprint column):
   {template: "{last_name} Farm"}      Faker providers substituted in braces
   {words: n}                          n lorem words
   {json: {...}}                       a fixed JSON document
-Columns without ``gen`` get a default by type, enum or lifecycle state.
+  {by: [col, {value: [a, b], ...}]}   a choice that depends on another column (breed by species)
+  {price: [lo, hi]}                   a price-list amount: whole dollars or .50/.95/.99
+  {email_from: col}                   an e-mail address spelled from a person's name in ``col``
+  {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
+Columns without ``gen`` get a default by type, enum or lifecycle state; free text gets a sentence
+of the column's kind (notes, titles, addresses...), never a placeholder. A ``gen: email`` column in
+a row that has a person's name follows that name.
+
+Coherence: the lifecycle state is drawn first and the columns that depend on it follow it
+(``set_in``, ``future_in``, ``past_in``, ``gen_in``); every row is checked against its entity's row
+and uniqueness invariants in a scratch database and redrawn until it satisfies them; derived
+columns are computed from the children at the end.
 """
 
 from __future__ import annotations
@@ -23,14 +34,24 @@ import datetime as dt
 import json
 import random
 import re
+import sqlite3
 from typing import Any
 
 from faker import Faker
 
 from scaleenv.errors import SpecError
+from scaleenv.formats.domain import Invariant
 from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity
+from scaleenv.synth.procedural.invariants import blueprint_invariants
+from scaleenv.tools.values import email_for_name, fresh_value, text_for_column
+from scaleenv.world.ddl import quote_ident
+from scaleenv.world.invariants import violation_query
+from scaleenv.world.world import _to_sql
 
 _EPOCH = dt.date(2026, 6, 15)
+_ATTEMPTS = 80
+_PERSON = re.compile(r"(^|_)(full_name|name)$")
+_PRICE = re.compile(r"(^|_)(price|fee|cost|fare|rent|rate|tuition|premium)(_|$)")
 
 
 def _parse_date(s: Any) -> dt.date:
@@ -45,7 +66,10 @@ class SeedGenerator:
         self.fake.seed_instance(self.rng.randrange(2**31))
         self.scale = scale
         self.ids: dict[str, list[str]] = {}
-        self.clock = dt.datetime(2026, 6, 15, 9, 0, 0)
+        self.clock = dt.datetime.fromisoformat(bp.clock)
+        self.invariants = blueprint_invariants(bp)
+        self.vocabulary = sorted({w for k in bp.keywords for w in re.findall(r"[a-z]+", k.lower()) if len(w) > 3})
+        self.scratch = sqlite3.connect(":memory:")
 
     def order(self) -> list[Entity]:
         """Entities with parents first (foreign keys must point at existing rows)."""
@@ -65,26 +89,118 @@ class SeedGenerator:
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         out = {}
+        clock = {"now": self.clock.isoformat(), "today": self.clock.date().isoformat()}
         for ent in self.order():
             n = max(3, round(ent.count * self.scale))
             ids = [f"{ent.id_prefix}-{i:04d}" for i in range(1, n + 1)]
             self.ids[ent.name] = ids
+            cols = ["id", *(c.name for c in ent.columns)]
+            t = quote_ident(ent.name)
+            self.scratch.execute(f"CREATE TABLE {t} ({', '.join(quote_ident(c) for c in cols)}, PRIMARY KEY (id))")
+            for c in ent.columns:
+                if c.ref:
+                    self.scratch.execute(f"CREATE INDEX {quote_ident('_i_' + ent.name + c.name)} "
+                                         f"ON {t}({quote_ident(c.name)})")
+            insert = f"INSERT INTO {t} VALUES ({', '.join('?' * len(cols))})"
+            checks = [(inv, self._row_check(inv)) for inv in self.invariants
+                      if inv.table == ent.name and inv.kind in ("row", "unique")]
             rows = []
             seen: dict[str, set] = {c.name: set() for c in ent.columns if c.unique}
-            for rid in ids:
-                row: dict[str, Any] = {"id": rid}
+            states = list(ent.lifecycle.states) if ent.lifecycle else []
+            for i, rid in enumerate(ids):
+                # the first rows cover every lifecycle state, so each transition has a row to act on
+                forced = states[i] if i < len(states) and len(ids) >= 2 * len(states) else None
+                for _attempt in range(_ATTEMPTS):
+                    row = self.draw(ent, rid, seen, forced)
+                    self.scratch.execute(insert, [_to_sql(row[c]) for c in cols])
+                    bad = [inv for inv, sql in checks
+                           if self.scratch.execute(sql, {**_used(sql, clock), "_key": rid}).fetchone()]
+                    if not bad:
+                        break
+                    self.scratch.execute(f"DELETE FROM {t} WHERE id = ?", (rid,))
+                else:
+                    raise SpecError([(f"entities.{ent.name}", f"no seed row satisfies {bad[0].name} "
+                                                              f"({bad[0].description}) after {_ATTEMPTS} draws")])
                 for c in ent.columns:
-                    row[c.name] = self.value(ent, c, row)
                     if c.unique:
-                        v, k = row[c.name], 2
-                        while v in seen[c.name]:
-                            v = _uniquify(row[c.name], k)
-                            k += 1
-                        row[c.name] = v
-                        seen[c.name].add(v)
+                        seen[c.name].add(row[c.name])
                 rows.append(row)
             out[ent.name] = rows
+        self.apply_derived(out)
         return out
+
+    def _row_check(self, inv: Invariant) -> str:
+        return f"SELECT 1 FROM ({violation_query(inv, key=True)})"
+
+    def apply_derived(self, out: dict[str, list[dict[str, Any]]]) -> None:
+        """Compute every derived column from the finished children (parents before aggregates of them)."""
+        for inv in self.invariants:
+            if inv.kind != "derived" or inv.table not in out:
+                continue
+            t, col = quote_ident(inv.table), quote_ident(inv.column or "")
+            self.scratch.execute(f"UPDATE {t} SET {col} = ({inv.expr})")
+            values = dict(self.scratch.execute(f"SELECT id, {col} FROM {t}"))
+            for row in out[inv.table]:
+                row[inv.column] = values[row["id"]]
+
+    def draw(self, ent: Entity, rid: str, seen: dict[str, set], state: str | None = None) -> dict[str, Any]:
+        """One candidate row: the lifecycle state first (``state`` if given), then each column to match it."""
+        row: dict[str, Any] = {"id": rid}
+        if state is not None and ent.lifecycle:
+            row[ent.lifecycle.column] = state
+        lc = ent.lifecycle
+        cols = sorted(ent.columns, key=lambda c: 0 if lc and c.name == lc.column else 1)
+        derived = {d.column for d in ent.derived}
+        for c in cols:
+            if c.name in row:
+                continue
+            state = row.get(lc.column) if lc else None
+            override = lc.gen_in.get(state, {}).get(c.name) if lc and state is not None else None
+            if c.name in derived:
+                v: Any = 0 if c.type in ("integer", "real") else None
+            elif lc and c.name in lc.set_in and state not in lc.set_in[c.name]:
+                v = None
+            elif override is not None:
+                v = self.generate(c, override, row)
+            else:
+                v = self.value(ent, c, row)
+                if lc and c.name in lc.set_in and v is None:
+                    v = self.default(c)
+            if lc and v is not None and c.type in ("date", "datetime"):
+                if state in lc.future_in.get(c.name, ()):
+                    v = self.place(c, v, future=True)
+                elif state in lc.past_in.get(c.name, ()):
+                    v = self.place(c, v, future=False)
+            if c.unique and v is not None:
+                v = self.unique_value(ent, c, row, v, seen[c.name])
+            row[c.name] = v
+        return {"id": rid, **{c.name: row[c.name] for c in ent.columns}}
+
+    def unique_value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any], v: Any, seen: set) -> Any:
+        for _ in range(20):
+            if v not in seen:
+                return v
+            v = self.value(ent, c, row)
+        return fresh_value(c.name, v, self.rng, seen, row=row, fake=self.fake, lo=c.min, hi=c.max)
+
+    def place(self, c: BlueprintColumn, v: Any, *, future: bool) -> Any:
+        """Move a date to the side of the clock its row's state demands (keeping its time of day)."""
+        s = str(v)
+        cur = dt.datetime.fromisoformat(s) if "T" in s else dt.datetime.combine(_parse_date(s), dt.time())
+        today = self.clock.date()
+        # some rows sit on today itself, so transitions from a future state to a past one have rows to act on
+        on_today = self.rng.random() < (0.2 if future else 0.1)
+        if on_today or (future and cur.date() < today):
+            days = 0 if on_today or self.rng.random() < 0.3 else self.rng.randint(1, 75)
+            cur = dt.datetime.combine(today + dt.timedelta(days=days), cur.time())
+        elif not future and cur.date() > today:
+            days = 0 if self.rng.random() < 0.3 else self.rng.randint(1, 240)
+            cur = dt.datetime.combine(today - dt.timedelta(days=days), cur.time())
+        if cur.date() == today and self.rng.random() < 0.5:
+            cur = self.clock - dt.timedelta(minutes=self.rng.choice([30, 60, 90, 120]))
+        if c.type == "date":
+            return cur.date().isoformat()
+        return cur.isoformat()
 
     def value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any]) -> Any:
         rng = self.rng
@@ -123,11 +239,17 @@ class SeedGenerator:
             return (self.clock - dt.timedelta(minutes=rng.randint(0, 720 * 24 * 60))).replace(second=0).isoformat()
         if c.type == "json":
             return {}
-        return self.fake.word()
+        return text_for_column(c.name, self.fake, rng, self.vocabulary)
 
     def generate(self, c: BlueprintColumn, gen: Any, row: dict[str, Any]) -> Any:
         rng = self.rng
         if isinstance(gen, str):
+            if gen in ("email", "safe_email", "free_email", "company_email"):
+                # the row's person, or someone's name: an address spelled from a name, never "sarah86@"
+                person = next((v for k, v in row.items() if isinstance(v, str) and _PERSON.search(k)), None)
+                if person and len(person.split()) == 1:
+                    person = f"{person} {self.fake.last_name()}"
+                return email_for_name(person or self.fake.name(), rng) or email_for_name(self.fake.name(), rng)
             fn = getattr(self.fake, gen, None)
             if fn is None or not callable(fn):
                 raise SpecError([(f"columns.{c.name}.gen", f"unknown Faker provider {gen!r}")])
@@ -139,7 +261,10 @@ class SeedGenerator:
         if kind == "int":
             return rng.randint(int(arg[0]), int(arg[1]))
         if kind == "float":
-            return round(rng.uniform(arg[0], arg[1]), int(arg[2]) if len(arg) > 2 else 2)
+            decimals = int(arg[2]) if len(arg) > 2 else 2
+            if decimals == 2 and _PRICE.search(c.name) and arg[1] - arg[0] >= 2:
+                return self.generate(c, {"price": arg[:2]}, row)  # list prices end in .00, .50, .95 or .99
+            return round(rng.uniform(arg[0], arg[1]), decimals)
         if kind == "choice":
             if isinstance(arg, dict):
                 return rng.choices(list(arg), list(arg.values()))[0]
@@ -177,18 +302,32 @@ class SeedGenerator:
             return " ".join(self.fake.words(int(arg))).capitalize()
         if kind == "json":
             return json.loads(json.dumps(arg))
+        if kind == "by":
+            key, table = arg
+            options = table.get(str(row.get(key))) or [v for vs in table.values() for v in vs]
+            return options[rng.randrange(len(options))]
+        if kind == "price":
+            lo, hi = arg
+            whole = rng.randint(int(lo), max(int(lo), int(hi) - 1))
+            return float(whole) + rng.choice([0.0, 0.0, 0.0, 0.5, 0.95, 0.99])
+        if kind == "ref_date":
+            fk, col, lo, hi = arg
+            ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
+            parent = next(x.ref for x in ent.columns if x.name == fk)
+            got = self.scratch.execute(f"SELECT {quote_ident(col)} FROM {quote_ident(parent)} WHERE id = ?",
+                                       (row.get(fk),)).fetchone()
+            if not got or got[0] is None:
+                return None
+            d = _parse_date(got[0]) + dt.timedelta(days=rng.randint(int(lo), int(hi)))
+            return d.isoformat() if c.type == "date" else f"{d.isoformat()}T{rng.randint(8, 17):02d}:00:00"
+        if kind == "email_from":
+            person = row.get(arg)
+            return (email_for_name(str(person), rng) if person else None) or self.fake.email()
         raise SpecError([(f"columns.{c.name}.gen", f"unknown generator kind {kind!r}")])
 
 
-def _uniquify(v: Any, k: int) -> Any:
-    if isinstance(v, str):
-        if "@" in v:
-            user, _, host = v.partition("@")
-            return f"{user}{k}@{host}"
-        return f"{v} {k}"
-    if isinstance(v, int):
-        return v + k
-    return v
+def _used(sql: str, params: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in params.items() if f":{k}" in sql}
 
 
 def seed_rows(bp: Blueprint, seed: int = 0, scale: float = 1.0) -> dict[str, list[dict[str, Any]]]:

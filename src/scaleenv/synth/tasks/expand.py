@@ -16,7 +16,7 @@ from typing import Any
 
 from scaleenv.formats.task import Call
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.state import fresh_unique, next_id
+from scaleenv.synth.tasks.state import fresh_unique, mend_rows, next_id
 from scaleenv.tools.runtime import execute_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.patch import apply_patch
@@ -88,6 +88,7 @@ class _Exerciser:
             for c in table.columns:
                 if c.enum and c.name in ("status", "state"):
                     clone[c.name] = c.enum[self.rng.randrange(len(c.enum))]
+            mend_rows(self.world, table.name, [clone], self.rng)
             trial = World.from_snapshot(self.ctx.spec, self.initial)
             try:
                 apply_patch(trial, {table.name: [clone]})

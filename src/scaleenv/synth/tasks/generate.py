@@ -24,7 +24,7 @@ from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
 from scaleenv.synth.tasks.expand import expand_tools
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human
-from scaleenv.synth.tasks.state import distractor, fresh_unique, next_id
+from scaleenv.synth.tasks.state import distractor, fresh_unique, mend_rows, next_id
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
@@ -91,6 +91,7 @@ class TaskBuilder:
 
     # --- initial state ---------------------------------------------------------
     def add_rows(self, table: str, rows: list[dict[str, Any]], distract: bool = False) -> None:
+        mend_rows(self.world, table, rows, self.rng)  # clones and look-alikes obey the domain's invariants
         self.world.load_rows(table, rows)
         self.patch.setdefault(table, []).extend(rows)
         if distract:

@@ -8,9 +8,11 @@ import re
 from typing import Any
 
 from scaleenv.formats.domain import Table
+from scaleenv.tools.values import fresh_value
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
-from scaleenv.world.world import World
+from scaleenv.world.invariants import clock_params, violation_query
+from scaleenv.world.world import World, _to_sql
 
 
 def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
@@ -28,37 +30,128 @@ def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
     return f"{prefix or table[:3].upper() + '-'}{best + 1:0{width}d}"
 
 
+_BIRTH = re.compile(r"birth|born|dob")
+_CONTACT = re.compile(r"email|phone|mobile|tel")
+
+
 def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
-    """Give a cloned row new values in its unique columns."""
+    """Give a cloned row new, realistic values in its unique columns (another spelling of the
+    person's e-mail, a redrawn code or phone, another name), never a numeric suffix."""
     out = dict(row)
     for c in table.columns:
-        if c.unique and c.name != table.primary_key and isinstance(out.get(c.name), str):
-            v = out[c.name]
-            tag = rng.randrange(100, 999)
-            user, at, host = v.partition("@")
-            out[c.name] = f"{user}.{tag}@{host}" if at else f"{v}-{tag}"
-            while out[c.name] in taken:
-                tag += 1
-                out[c.name] = f"{user}.{tag}@{host}" if at else f"{v}-{tag}"
+        if c.unique and c.name != table.primary_key and isinstance(out.get(c.name), str | int) \
+                and not isinstance(out.get(c.name), bool):
+            taken.add(out[c.name])  # the original's value: a later look-alike of this clone avoids it too
+            out[c.name] = fresh_value(c.name, out[c.name], rng, taken, row=out, lo=c.min, hi=c.max)
             taken.add(out[c.name])
     return out
 
 
-def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
-    """A row confusable with ``row``: same names and parents, nearby dates, another status."""
+def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any], *,
+               clock: str = "2026-06-15T09:00:00") -> dict[str, Any]:
+    """A complete entity confusable with ``row``: the same names, titles, places, states and parents,
+    but its own e-mail and phone, a birth date years earlier, its own unique codes, and its other
+    dates moved together by a week or two (their order, and their side of the world's ``clock``,
+    unchanged), so the look-alike obeys the same rules as the original."""
     out = fresh_unique(table, row, rng, taken)
+    dates = [c for c in table.columns if c.type in ("date", "datetime") and isinstance(out.get(c.name), str)
+             and c.name != table.primary_key and not c.foreign_key and not c.unique]
+    for c in dates:
+        if _BIRTH.search(c.name):
+            out[c.name] = shift_iso(out[c.name], -(rng.randint(3, 12) * 365 + rng.randint(-40, 40)))
+    others = [c for c in dates if not _BIRTH.search(c.name)]
+    today = clock[:10]
+
+    def side(v: str) -> int:
+        return (v[:10] > today) - (v[:10] < today)
+
+    # later, never earlier: a look-alike child still comes after the parent it shares with the original
+    for delta in rng.sample([14, 7, 3, 1], 4):
+        moved = {c.name: shift_iso(out[c.name], delta) for c in others}
+        if all(side(out[c.name]) == side(moved[c.name]) for c in others):
+            out.update(moved)
+            break
     for c in table.columns:
-        if c.name == table.primary_key or c.foreign_key or c.unique:
-            continue
         v = out.get(c.name)
-        if c.type in ("date", "datetime"):
-            out[c.name] = shift_iso(v, rng.choice([-3, -2, -1, 1, 2, 3]))
-        elif c.enum and rng.random() < 0.6:
-            out[c.name] = c.enum[rng.randrange(len(c.enum))]
-        elif c.type in ("real", "integer") and isinstance(v, int | float) and rng.random() < 0.5:
-            lo = c.min if c.min is not None else float("-inf")
-            hi = c.max if c.max is not None else float("inf")
-            nv = v + rng.choice([-1, 1]) * max(1, abs(v) * 0.1)
-            nv = min(max(nv, lo), hi)
-            out[c.name] = int(round(nv)) if c.type == "integer" else round(nv, 2)
+        if c.type == "text" and isinstance(v, str) and v and _CONTACT.search(c.name) and not c.unique:
+            out[c.name] = fresh_value(c.name, v, rng, taken, row=out)
+            taken.add(out[c.name])
     return out
+
+
+def mend_rows(world: World, table: str, rows: list[dict[str, Any]], rng: random.Random) -> int:
+    """Mend, in place, the rows about to be added to ``table`` so that they obey the domain's
+    invariants that say how (``Invariant.fix``): a date moved to the right side of the clock, a
+    state's date set or cleared, an allowed value for its key, a fresh value for a per-parent unique
+    column. Rows are tried in a savepoint that is rolled back, so the world is left unchanged.
+    Returns how many values were changed. Rules without a ``fix`` are only checked, not mended."""
+    invs = [i for i in world.spec.invariants if i.table == table and i.kind in ("row", "unique") and i.fix]
+    tbl = world.spec.table(table)
+    if not invs or tbl is None or not rows:
+        return 0
+    conn, pk, changed = world.conn, tbl.primary_key, 0
+    queries = [(inv, violation_query(inv, pk, key=True)) for inv in invs]
+    params = clock_params(world.spec)
+    conn.execute("SAVEPOINT mend")
+    try:
+        for row in rows:
+            for _round in range(4):
+                if not _insert(conn, tbl, row):
+                    break
+                bad = [inv for inv, sql in queries
+                       if conn.execute(sql, {**{k: v for k, v in params.items() if f":{k}" in sql},
+                                             "_key": row.get(pk)}).fetchone()]
+                if not bad:
+                    break
+                conn.execute(f"DELETE FROM {quote_ident(table)} WHERE {quote_ident(pk)} = ?", (row.get(pk),))
+                for inv in bad:
+                    changed += _apply_fix(world, tbl, inv, row, rng)
+    finally:
+        conn.execute("ROLLBACK TO mend")
+        conn.execute("RELEASE mend")
+    return changed
+
+
+def _insert(conn: Any, tbl: Table, row: dict[str, Any]) -> bool:
+    cols = [c.name for c in tbl.columns if c.name in row]
+    try:
+        conn.execute(f"INSERT INTO {quote_ident(tbl.name)} ({', '.join(map(quote_ident, cols))}) "
+                     f"VALUES ({', '.join('?' * len(cols))})", [_to_sql(row[c]) for c in cols])
+    except Exception:  # noqa: BLE001 - a row the schema refuses is the caller's to report
+        return False
+    return True
+
+
+def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: random.Random) -> int:
+    fix = inv.fix or {}
+    col = fix.get("column")
+    column = tbl.column(col) if col else None
+    if column is None:
+        return 0
+    clock = world.spec.clock
+    today = clock[:10]
+    v = row.get(col)
+    kind = fix.get("kind")
+    if kind == "clock" and isinstance(v, str) and v:
+        # the row's own time of day is kept; the date becomes today (the nearest date on the right side)
+        new = today + v[10:] if len(v) > 10 else today
+    elif kind == "set_in":
+        on = row.get(fix.get("state_column", "status")) in fix.get("states", [])
+        new = (v or (clock if column.type == "datetime" else today)) if on else None
+    elif kind == "choice":
+        allowed = fix.get("allowed", {}).get(str(row.get(fix.get("key"))))
+        if not allowed or v in allowed:
+            return 0
+        new = allowed[rng.randrange(len(allowed))]
+    elif kind == "fresh":
+        others = [c for c in inv.columns if c != col]
+        cond = " AND ".join(f"{quote_ident(c)} IS ?" for c in others) or "1"
+        used = {r[0] for r in world.conn.execute(
+            f"SELECT {quote_ident(col)} FROM {quote_ident(tbl.name)} WHERE {cond}", [row.get(c) for c in others])}
+        new = fresh_value(col, v, rng, used, row=row, lo=column.min, hi=column.max)
+    else:
+        return 0
+    if new == v:
+        return 0
+    row[col] = new
+    return 1

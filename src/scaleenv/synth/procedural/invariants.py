@@ -1,0 +1,66 @@
+"""Turn a blueprint's declared rules into the checked invariants of its DomainSpec.
+
+Sources, per entity: ``derived`` columns, ``rules``, ``unique_together`` groups, the lifecycle's
+``set_in`` / ``future_in`` / ``past_in`` maps, and ``{by: [column, {value: [choices]}]}`` generators
+(a breed is one of its species' breeds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scaleenv.formats.domain import Invariant
+from scaleenv.synth.procedural.blueprint import Blueprint, Entity
+from scaleenv.world.ddl import quote_ident, sql_literal
+
+
+def _in(col: str, values: list[Any]) -> str:
+    return f"{quote_ident(col)} IN ({', '.join(sql_literal(v) for v in values)})"
+
+
+def entity_invariants(ent: Entity) -> list[Invariant]:
+    """The invariants one entity declares (deterministic order)."""
+    out: list[Invariant] = []
+    t = ent.name
+    for d in ent.derived:
+        out.append(Invariant(name=f"{t}.{d.column}_derived", kind="derived", table=t, column=d.column, expr=d.expr,
+                             depends_on=list(d.depends_on),
+                             description=d.description or f"{d.column} is computed from its rows"))
+    for i, r in enumerate(ent.rules):
+        out.append(Invariant(name=r.name and f"{t}.{r.name}" or f"{t}.rule_{i + 1}", kind="row", table=t,
+                             check=r.check, when=r.when, description=r.description or r.check))
+    for group in ent.unique_together:
+        out.append(Invariant(name=f"{t}.unique_{'_'.join(group)}", kind="unique", table=t, columns=list(group),
+                             description=f"one {ent.singular} per {', '.join(group)}",
+                             fix={"kind": "fresh", "column": group[-1]}))
+    lc = ent.lifecycle
+    if lc:
+        for col, states in lc.set_in.items():
+            out.append(Invariant(
+                name=f"{t}.{col}_set_iff_{'_'.join(states)}", kind="row", table=t,
+                check=f"({_in(lc.column, states)}) = ({quote_ident(col)} IS NOT NULL)",
+                description=f"{col} is set exactly when {lc.column} is {' or '.join(states)}",
+                fix={"kind": "set_in", "column": col, "states": list(states), "state_column": lc.column}))
+        for key, op, word in (("future_in", ">=", "on or after"), ("past_in", "<=", "on or before")):
+            for col, states in getattr(lc, key).items():
+                q = quote_ident(col)
+                out.append(Invariant(
+                    name=f"{t}.{col}_{key.removesuffix('_in')}_when_{'_'.join(states)}", kind="row", table=t,
+                    when=_in(lc.column, states), check=f"{q} IS NULL OR substr({q}, 1, 10) {op} :today",
+                    description=f"{col} lies {word} today when {lc.column} is {' or '.join(states)}",
+                    fix={"kind": "clock", "column": col, "side": key.removesuffix("_in")}))
+    for c in ent.columns:
+        if isinstance(c.gen, dict) and set(c.gen) == {"by"}:
+            key, table = c.gen["by"]
+            cases = " ".join(f"WHEN {sql_literal(k)} THEN {_in(c.name, list(v))}" for k, v in table.items())
+            out.append(Invariant(name=f"{t}.{c.name}_matches_{key}", kind="row", table=t,
+                                 check=f"{quote_ident(c.name)} IS NULL OR CASE {quote_ident(key)} {cases} ELSE 1 END",
+                                 description=f"{c.name} is one of the values allowed for its {key}",
+                                 fix={"kind": "choice", "column": c.name, "key": key,
+                                      "allowed": {str(k): list(v) for k, v in table.items()}}))
+    return out
+
+
+def blueprint_invariants(bp: Blueprint) -> list[Invariant]:
+    """Every invariant of ``bp`` (the same for every seed)."""
+    return [inv for ent in bp.entities for inv in entity_invariants(ent)]

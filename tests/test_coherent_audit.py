@@ -1,0 +1,106 @@
+"""audit_invariants and `scaleenv audit --invariants` over a built universe, and tools that keep the
+invariants true in every task's expected world."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from scaleenv.cli import app
+from scaleenv.env.invariant_audit import audit_invariants
+from scaleenv.synth.procedural.blueprint import catalog
+from scaleenv.synth.procedural.derive import derive_spec
+from scaleenv.synth.procedural.domain import seed_world
+from scaleenv.tools.runtime import execute_tool
+from scaleenv.universe import Universe
+from scaleenv.world.invariants import check_world
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def universe(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("u") / "universe"
+    res = runner.invoke(app, ["build", "--domain", "pet_care", "--domain", "football", "--tasks-per-domain", "8",
+                              "--out", str(out), "--quiet"])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_every_base_initial_and_expected_world_is_coherent(universe: Path) -> None:
+    result = audit_invariants(Universe(universe))
+    assert result["violations"] == 0, result
+    assert result["worlds"] == 2 * (1 + 2 * 8)
+    assert {d["domain"]: d["invariants"] > 0 for d in result["per_domain"]} == {"pet_care": True, "football": True}
+    res = runner.invoke(app, ["audit", str(universe), "--invariants", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["violations"] == 0
+
+
+def test_audit_finds_a_corrupted_base_world(universe: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "u"
+    shutil.copytree(universe, copy)
+    base = copy / "domains" / "pet_care" / "base.sqlite"
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(base.read_bytes())
+    conn.execute("DROP TRIGGER IF EXISTS _log_update_pets")
+    conn.execute("UPDATE pets SET breed = 'beagle' WHERE id = (SELECT id FROM pets WHERE species IN ('cat', 'rabbit') "
+                 "LIMIT 1)")
+    conn.commit()
+    base.write_bytes(conn.serialize())
+    result = audit_invariants(Universe(copy), domains=["pet_care"])
+    base_hits = [v for v in result["per_domain"][0]["examples"] if v["world"] == "base"]
+    assert [v["invariant"] for v in base_hits] == ["pets.breed_matches_species"]
+    res = runner.invoke(app, ["audit", str(copy), "--domain", "pet_care"])
+    assert res.exit_code == 1 and "pets.breed_matches_species" in res.output
+    res = runner.invoke(app, ["audit", str(copy), "--domain", "atlantis"])
+    assert res.exit_code == 2 and "unknown domain" in res.output
+    res = runner.invoke(app, ["audit", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def _world(name: str):
+    bp = catalog()[name]
+    spec = derive_spec(bp, 0)
+    return spec, seed_world(spec, bp, 0)
+
+
+def test_tools_keep_derived_columns_and_rules_true() -> None:
+    import random
+
+    from scaleenv.tools.sampling import ArgSampler
+
+    spec, w = _world("airline")
+    book = spec.tool("book_seat")
+    assert book is not None
+    args = ArgSampler(w, random.Random(0)).satisfying_args(book, attempts=30)
+    assert args is not None
+    before = w.row("flights", args["flight_id"])["seats_sold"]
+    assert execute_tool(w, book, args).ok
+    # the operation adds 1 itself and inserts a reservation; the derived column stays the true count
+    assert w.row("flights", args["flight_id"])["seats_sold"] == before + 1
+    assert check_world(w) == []
+
+
+def test_transitions_and_updates_keep_the_lifecycle_rules() -> None:
+    spec, w = _world("football")
+    postpone = next(t for t in spec.tools if t.meta.get("family") == "transition" and t.meta.get("to") == "postponed")
+    fid = w.conn.execute("SELECT id FROM fixtures WHERE status = 'scheduled' LIMIT 1").fetchone()[0]
+    assert execute_tool(w, postpone, {postpone.parameters[0].name: fid}).ok
+    assert w.row("fixtures", fid)["goals_for"] is None
+    create = next(t for t in spec.tools if t.meta.get("family") == "create" and t.meta.get("entity") == "fixtures")
+    past = execute_tool(w, create, {"club_id": "CLB-0001", "opponent": "Harbor City", "competition": "cup",
+                                    "venue": "home", "kickoff_at": "2026-05-17T15:00:00"})
+    assert not past.ok and "out_of_time" in past.output, "a scheduled match cannot lie in the past"
+    shirt = next(t for t in spec.tools if t.meta.get("family") == "update" and t.meta.get("column") == "shirt_number")
+    a, b = w.conn.execute("SELECT p.id, q.shirt_number FROM players p JOIN players q ON q.club_id = p.club_id "
+                          "AND q.id != p.id WHERE p.status != 'retired' AND q.status != 'retired' LIMIT 1").fetchone()
+    dup = execute_tool(w, shirt, {shirt.parameters[0].name: a, "new_shirt_number": b})
+    assert not dup.ok and "duplicate_shirt_number" in dup.output
+    assert check_world(w) == []
