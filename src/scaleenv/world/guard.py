@@ -39,9 +39,11 @@ LIMITS: dict[int, int] = {
     sqlite3.SQLITE_LIMIT_FUNCTION_ARG: 64,
 }
 
-PRAGMAS_READ = frozenset({"foreign_keys", "page_count", "page_size", "database_list", "table_info", "table_xinfo", "index_list", "index_info",
-                          "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check"})
-"""Pragmas a world connection may *read* (never set) once built (``serialize()`` reads page_count)."""
+PRAGMAS_READ = frozenset({"foreign_keys", "page_count", "page_size", "database_list"})
+"""Pragmas a world connection may read, never set, once built (``serialize()`` reads page_count)."""
+PRAGMAS_QUERY = frozenset({"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
+                           "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check"})
+"""Pragmas that only report (their argument names what to report on)."""
 
 _A = sqlite3
 DENIED_ACTIONS = frozenset(getattr(_A, n) for n in (
@@ -98,7 +100,9 @@ class GuardedConnection(sqlite3.Connection):
         if action in DENIED_ACTIONS:
             return _A.SQLITE_DENY
         if action == _A.SQLITE_PRAGMA:
-            return _A.SQLITE_OK if a2 is None and str(a1 or "").lower() in PRAGMAS_READ else _A.SQLITE_DENY
+            name = str(a1 or "").lower()
+            ok = name in PRAGMAS_QUERY or (a2 is None and name in PRAGMAS_READ)
+            return _A.SQLITE_OK if ok else _A.SQLITE_DENY
         if action in _WRITES and isinstance(a1, str) and a1.lower().startswith("sqlite_"):
             return _A.SQLITE_DENY
         if action == _A.SQLITE_FUNCTION and str(a2 or "").lower() in DENIED_FUNCTIONS:
