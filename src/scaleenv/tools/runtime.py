@@ -152,10 +152,7 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
         value = None
         python = tool.implementation.kind == "python"
         if python:
-            fn = compile_python_tool(tool.implementation.source or "")
-            api = WorldAPI(conn, world.clock)
-            with extra_authorizer(conn, _deny_escapes):
-                value = fn(api, dict(params))
+            value = _python(world, tool, params)
         for stmt in tool.effects:
             conn.execute(stmt, params)
         if tool.kind == "read" and conn.total_changes != before:
@@ -189,6 +186,19 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     return value, output
 
 
+def _python(world: World, tool: ToolSpec, params: dict[str, Any]) -> Any:
+    """A Python tool's value: its code runs in a sandboxed child and only its writes come back
+    (see ``sandbox.run_python_call``); in a sandbox child itself it runs here, already confined."""
+    from scaleenv.tools import sandbox
+
+    source = tool.implementation.source or ""
+    if not sandbox._IN_SANDBOX:
+        return sandbox.run_python_call(world.conn, source, params, world.clock)
+    fn = compile_python_tool(source)
+    with extra_authorizer(world.conn, deny_escapes):
+        return fn(WorldAPI(world.conn, world.clock), dict(params))
+
+
 _DENIED = {
     sqlite3.SQLITE_ATTACH,
     sqlite3.SQLITE_DETACH,
@@ -207,7 +217,7 @@ _DENIED = {
 }
 
 
-def _deny_escapes(action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
+def deny_escapes(action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
     """Tool code may read and write rows, never change the schema, transactions or attach files."""
     if action in _DENIED:
         return sqlite3.SQLITE_DENY

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import contextvars
 import multiprocessing as mp
 import os
 import signal
@@ -79,10 +80,13 @@ _DENY_PREFIXES = ("socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spa
                   "builtins.input", "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.", "imaplib.",
                   "nntplib.", "telnetlib.", "sqlite3.enable_load_extension", "sqlite3.load_extension",
                   "tempfile.", "mmap.", "fcntl.", "msvcrt.", "winreg.",
-                  "_winapi.", "resource.setrlimit", "signal.")
+                  "_winapi.", "resource.setrlimit", "signal.", "os.listdir", "os.scandir", "os.listxattr",
+                  "os.getxattr", "os.setxattr", "os.removexattr", "os.mknod", "os.mkfifo", "os.lockf",
+                  "os.chflags", "os.fwalk", "glob.", "sys._getframe", "object.__getattr__")
 _DENY_MODULES = {"socket", "_socket", "subprocess", "ctypes", "_ctypes", "multiprocessing", "asyncio", "ssl",
                  "urllib", "http", "requests", "httpx", "pty", "shutil", "signal", "threading", "_thread", "mmap",
-                 "select", "selectors", "pickle", "marshal", "importlib"}
+                 "select", "selectors", "pickle", "marshal", "importlib", "_posixsubprocess", "posix", "_pickle",
+                 "_multiprocessing", "gc"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _violations: list[str] = []
 
@@ -143,7 +147,17 @@ def _vm_bytes() -> int:
         return 0
 
 
+_IN_SANDBOX = False
+"""True in a sandbox child: tool code there runs in-process (it is already confined)."""
+MAX_MESSAGE = 16 * 2**20
+"""The most bytes a child may send back (JSON, never a pickle: the parent must not unpickle what
+confined code could have written to the pipe)."""
+
+
 def _confine(limits: SandboxLimits) -> None:
+    global _IN_SANDBOX
+    _IN_SANDBOX = True
+    os.environ.clear()  # no key or token of the parent's environment is readable in here
     _no_network()
     if resource is not None:
         def lim(which: int, soft: int, hard: int | None = None) -> None:
@@ -161,11 +175,17 @@ def _confine(limits: SandboxLimits) -> None:
     sys.addaudithook(_audit)
 
 
+def _send(conn: Any, msg: tuple) -> None:
+    import json
+
+    conn.send_bytes(json.dumps(msg, default=str).encode("utf-8"))
+
+
 def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
     try:
         _confine(limits)
     except BaseException as e:  # noqa: BLE001
-        conn.send(("setup", f"{type(e).__name__}: {e}", []))
+        _send(conn, ("setup", f"{type(e).__name__}: {e}", []))
         return
     try:
         value = fn(*args)
@@ -177,9 +197,9 @@ def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
     except BaseException as e:  # noqa: BLE001 - report anything
         msg = ("exception", f"{type(e).__name__}: {str(e)[:500]}", list(_violations))
     try:
-        conn.send(msg)
-    except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value
-        conn.send(("exception", f"result could not be sent back: {type(e).__name__}: {e}", list(_violations)))
+        _send(conn, msg)
+    except Exception as e:  # noqa: BLE001 - e.g. a value that is not JSON
+        _send(conn, ("exception", f"result could not be sent back: {type(e).__name__}: {e}", list(_violations)))
 
 
 # --- the parent side -----------------------------------------------------------------------
@@ -249,12 +269,12 @@ def run_in_sandbox(fn: Any, args: tuple = (), limits: SandboxLimits | None = Non
     timed_out = False
     try:
         if recv.poll(limits.wall_seconds):
-            msg = recv.recv()
+            msg = _read(recv.recv_bytes(MAX_MESSAGE))
         else:
             timed_out = True
     except (EOFError, OSError):
         msg = None
-    except Exception as e:  # noqa: BLE001 - an unpicklable result
+    except Exception as e:  # noqa: BLE001 - a result that is not our JSON message
         msg = ("exception", f"result could not be read: {type(e).__name__}: {e}", [])
     finally:
         recv.close()
@@ -280,6 +300,17 @@ def run_in_sandbox(fn: Any, args: tuple = (), limits: SandboxLimits | None = Non
             kind, what = "memory_limit", "killed (SIGKILL), most likely for exhausting memory or CPU"
         return SandboxOutcome(False, error=kind, detail=what)
     return SandboxOutcome(False, error="crashed", detail=f"the sandbox exited with code {code} and no result")
+
+
+def _read(data: bytes) -> tuple:
+    """A child's message: ``[kind, payload, violations]`` as JSON, checked (never unpickled)."""
+    import json
+
+    msg = json.loads(data)
+    kinds = {"ok", "denied", "memory_limit", "exception", "setup"}
+    if (not isinstance(msg, list) or len(msg) != 3 or msg[0] not in kinds or not isinstance(msg[2], list)):
+        raise ValueError("not a sandbox message")
+    return msg[0], msg[1], [str(v)[:500] for v in msg[2][:50]]
 
 
 def _exec_source(source: str) -> Any:
@@ -401,22 +432,88 @@ def vet_tool(spec: Any, tool: Any) -> list[str]:
     return problems
 
 
+# --- Python tool calls, isolated --------------------------------------------------------------
+
+PYTHON_CALL_LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=5.0, memory_mb=256)
+"""The limits of one Python tool call (the runtime's 2 s budget plus the child's start-up)."""
+_CALL_LIMITS: contextvars.ContextVar[SandboxLimits | None] = contextvars.ContextVar("scaleenv_call_limits",
+                                                                                     default=None)
+_ABORT_ON_STOP: contextvars.ContextVar[bool] = contextvars.ContextVar("scaleenv_abort_on_stop", default=False)
+
+
+class SandboxStopped(BaseException):
+    """A Python tool call that the sandbox stopped while a tool is being tested: the test run ends
+    (a BaseException, so that no ``except Exception`` in the tester turns it into one more result)."""
+
+    def __init__(self, outcome: SandboxOutcome):
+        super().__init__(outcome.describe())
+        self.outcome = outcome
+
+
+def _python_call_job(source: str, snapshot: bytes, params: dict[str, Any], clock: str) -> dict[str, Any]:
+    """Inside the sandbox: run tool code on a guarded copy of the world; return its value (as JSON
+    values) and the statements it wrote with, or the ToolError it raised."""
+    import json
+
+    from scaleenv.errors import ToolError
+    from scaleenv.tools.pyimpl import RecordingAPI, compile_python_tool
+    from scaleenv.tools.runtime import deny_escapes, dumps
+    from scaleenv.world.guard import extra_authorizer, guarded_connect
+
+    conn = guarded_connect()
+    conn.building = True  # deserialize's internal ATTACH
+    conn.deserialize(snapshot)
+    conn.building = False
+    api = RecordingAPI(conn, clock)
+    try:
+        fn = compile_python_tool(source)
+        with extra_authorizer(conn, deny_escapes):
+            value = fn(api, dict(params))
+        return {"value": json.loads(dumps(value)), "writes": api.writes}
+    except ToolError as e:
+        return {"error": e.code, "message": e.message}
+
+
+def run_python_call(conn: sqlite3.Connection, source: str, params: dict[str, Any], clock: str) -> Any:
+    """Run one call of Python tool code in a sandboxed child and apply its writes here.
+
+    The child gets a snapshot of the world and sends back JSON only: the value and the statements
+    it executed through ``db.execute``. This process replays those statements itself, under the
+    world's guard and the runtime's authorizer, so the change log (and the incremental hash) sees
+    every write and nothing but SQL on the world's own tables can come out of the child. A call the
+    sandbox stops is a ToolError (or, while a tool is being tested, :class:`SandboxStopped`).
+    """
+    from scaleenv.errors import ToolError
+    from scaleenv.tools.pyimpl import check_sql
+    from scaleenv.tools.runtime import deny_escapes
+    from scaleenv.world.guard import extra_authorizer
+
+    limits = _CALL_LIMITS.get() or PYTHON_CALL_LIMITS
+    outcome = run_in_sandbox(_python_call_job, (source, conn.serialize(), params, clock), limits)
+    if outcome.ok and outcome.violations:
+        outcome = SandboxOutcome(False, error="denied", detail="; ".join(outcome.violations[:3]),
+                                 violations=outcome.violations)
+    if not outcome.ok:
+        if _ABORT_ON_STOP.get() and outcome.error != "exception":
+            raise SandboxStopped(outcome)
+        raise ToolError("internal_error", stable_reason(outcome))
+    res = outcome.value
+    if not isinstance(res, dict):
+        raise ToolError("internal_error", "sandbox: malformed result")
+    if "error" in res:
+        raise ToolError(str(res["error"])[:100] or "internal_error", str(res.get("message") or "")[:1000])
+    writes = res.get("writes")
+    if not isinstance(writes, list):
+        raise ToolError("internal_error", "sandbox: malformed result (writes)")
+    with extra_authorizer(conn, deny_escapes):
+        for w in writes:
+            if not (isinstance(w, list) and len(w) == 2 and isinstance(w[0], str) and isinstance(w[1], dict | list)):
+                raise ToolError("internal_error", "sandbox: malformed result (a write)")
+            conn.execute(check_sql(w[0]), w[1])
+    return res.get("value")
+
+
 # --- sandboxed procedural testing ----------------------------------------------------------
-
-
-def _test_tool_job(spec_json: str, fixture: bytes, seed: int, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Inside the sandbox: the procedural tests of the spec's only tool, then its LLM test cases."""
-    import random
-
-    from scaleenv.formats.domain import DomainSpec
-    from scaleenv.tools.testing import test_tool
-    from scaleenv.world.world import World
-
-    spec = DomainSpec.model_validate_json(spec_json)
-    tool = spec.tools[0]
-    world = World.from_snapshot(spec, fixture)
-    report = test_tool(world, tool, random.Random(f"test:{seed}:{tool.name}"))
-    return {"report": report, "cases": run_cases(world, tool, fixture, cases)}
 
 
 def run_cases(world: Any, tool: Any, fixture: bytes, cases: list[dict[str, Any]]) -> list[Any]:
@@ -463,19 +560,31 @@ def run_cases(world: Any, tool: Any, fixture: bytes, cases: list[dict[str, Any]]
 def test_tool_sandboxed(spec: Any, tool: Any, fixture: bytes, seed: int = 0,
                         cases: list[dict[str, Any]] | None = None,
                         limits: SandboxLimits | None = None) -> tuple[Any, list[Any], SandboxOutcome]:
-    """(ToolReport, case results, outcome) for ``tool`` tested on ``fixture`` in the sandbox.
+    """(ToolReport, case results, outcome) for ``tool`` tested on ``fixture``.
 
-    A tool that breaks the sandbox's rules gets a report with one unexpected failure saying why.
+    The tester runs here, never trusting a verdict from confined code: every call of the tool's
+    Python runs in the sandbox (:func:`run_python_call`) and only its writes come back, replayed
+    here. The first call the sandbox stops (time, memory, a refused operation) ends the run, and
+    the report gets one unexpected failure saying why.
     """
-    from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
+    import random
+
+    from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport, test_tool
+    from scaleenv.world.world import World
 
     one = spec.model_copy(update={"tools": [tool]})
-    outcome = run_in_sandbox(_test_tool_job, (one.model_dump_json(), fixture, seed, list(cases or [])), limits)
-    if outcome.ok and not outcome.violations:
-        return outcome.value["report"], outcome.value["cases"], outcome
-    if outcome.ok:  # the tests ran, but the code tried something forbidden (and swallowed the error)
-        outcome = SandboxOutcome(False, error="denied", detail="; ".join(outcome.violations[:3]),
-                                 violations=outcome.violations)
+    t1, t2 = _CALL_LIMITS.set(limits), _ABORT_ON_STOP.set(True)
+    world = World.from_snapshot(one, fixture)
+    try:
+        report = test_tool(world, tool, random.Random(f"test:{seed}:{tool.name}"))
+        results = run_cases(world, tool, fixture, list(cases or []))
+        return report, results, SandboxOutcome(True)
+    except SandboxStopped as stop:
+        outcome = stop.outcome
+    finally:
+        _CALL_LIMITS.reset(t1)
+        _ABORT_ON_STOP.reset(t2)
+        world.close()
     report = ToolReport(tool.name, admitted=False)
     report.tests.append(TestResult(tool.name, "sandbox", {}, UNEXPECTED, reason=stable_reason(outcome)))
     return report, [], outcome
