@@ -121,3 +121,41 @@ def test_a_tool_that_writes_nothing_useful_is_not_admitted_whatever_the_child_sa
     spec = _spec_with("def run(db, args):\n    return {'ok': True}\n")
     report, _, outcome = test_tool_sandboxed(spec, spec.tool("hostile"), world().snapshot(), 0, [], FAST)
     assert outcome.ok and not report.admitted
+
+
+def _seccomp_or_skip() -> None:
+    import ctypes.util
+    import sys
+
+    if not sys.platform.startswith("linux") or ctypes.util.find_library("seccomp") is None:
+        pytest.skip("libseccomp is not available here")
+
+
+FORK_EXEC = """
+import sys, os
+fe = sys.modules['_posixsubprocess'].fork_exec
+r, w = os.pipe()
+try:
+    pid = fe([b'/bin/true'], [b'/bin/true'], True, (w,), None, None, -1, -1, -1, -1, -1, -1, r, w, True, False,
+             -1, None, None, None, -1, None, False)
+    result = 'spawned %d' % pid
+except OSError as e:
+    result = 'refused: %s' % e
+"""
+
+
+def test_fork_exec_without_an_audit_event_is_refused_by_the_kernel():
+    import sys
+
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("fork_exec's signature is that of Python 3.11")
+    _seccomp_or_skip()
+    out = run_source_in_sandbox("import sys\nimport subprocess\n" + FORK_EXEC, FAST)
+    assert out.ok and str(out.value).startswith("refused"), out
+
+
+def test_mkfifo_is_refused(tmp_path: Path):
+    _seccomp_or_skip()
+    target = tmp_path / "fifo"
+    out = run_source_in_sandbox(f"import os\nos.mkfifo({str(target)!r})\nresult = 'made'", FAST)
+    assert not out.ok and not target.exists(), out
