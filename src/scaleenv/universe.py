@@ -8,6 +8,12 @@
     domains/<d>/done.json          written last: the domain's Phase 1 is complete
     tasks/<d>.jsonl                verified tasks, one JSON object per line (schema: task.schema.json)
     tasks/<d>.partial.jsonl        tasks of a domain still being built (resume continues it)
+    .lock                          held (flock) by the build writing the universe
+
+Reading is checking: every file is checked for the shape the commands rely on when it is read, a
+spec with ``validate``'s rules and against ``done.json``, a base world for every table and column
+of its spec, a task file for one line per task and as many tasks as the build accepted. Anything
+else is a UniverseError naming the file (the commands print it as one line and exit 2).
 """
 
 from __future__ import annotations
