@@ -150,3 +150,35 @@ def test_kill_minus_9_of_a_process_build_then_resume_twice(tmp_path: Path) -> No
     check = subprocess.run([sys.executable, "-m", "scaleenv.cli", "check", str(out)], capture_output=True, text=True,
                            timeout=600)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_kill_minus_9_of_a_process_rollout_leaves_no_orphans(tmp_path: Path) -> None:
+    """Rollout workers stuck on a model endpoint that never answers die with their killed parent."""
+    import importlib.util
+    import socket
+
+    if importlib.util.find_spec("openai") is None:
+        pytest.skip("needs the openai SDK")
+    out = tmp_path / "u"
+    cfg = BuildConfig(out=out, domains=["pet_care"], tasks_per_domain=2)
+    prepare_out(cfg)
+    run_build(cfg)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)  # accepts connections (the kernel does) and never answers
+    port = server.getsockname()[1]
+    env = {**os.environ, "OPENAI_API_KEY": "test"}
+    proc = subprocess.Popen([sys.executable, "-m", "scaleenv.cli", "rollout", str(out), "--agent", "openai:m",
+                             "--base-url", f"http://127.0.0.1:{port}/v1", "--executor", "process", "--workers", "2",
+                             "--out", str(tmp_path / "r.json"), "--quiet", "--max-retries", "0"],
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        assert _wait(lambda: len(_session_pids(proc.pid)) >= 3, 60), "the workers did not start"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert _wait(lambda: not _session_pids(proc.pid)), f"orphans left: {_session_pids(proc.pid)}"
+    finally:
+        for pid in _session_pids(proc.pid):  # only this test's own processes
+            os.kill(pid, signal.SIGKILL)
+        server.close()

@@ -94,6 +94,7 @@ def test_size_limits() -> None:
     with pytest.raises(sqlite3.OperationalError, match="depth"):
         w.conn.execute(f"SELECT {deep}").fetchone()
     assert w.conn.getlimit(sqlite3.SQLITE_LIMIT_ATTACHED) == 0
+    assert [r[1] for r in w.conn.execute("PRAGMA table_info(books)")][:2] == ["id", "title"]  # reports still work
 
 
 def test_every_statement_is_bounded_without_a_tool_deadline(monkeypatch) -> None:
@@ -190,6 +191,7 @@ def _universe_with_spec(tmp_path: Path, spec: DomainSpec) -> Path:
     d.mkdir(parents=True)
     write_json(root / "universe.json", {"format": FORMAT, "domains": [spec.name]})
     write_json(d / "spec.json", spec.model_dump(mode="json"))
+    write_json(d / "done.json", {"spec_hash": spec.content_hash(), "tools": len(spec.tools)})
     (d / "base.sqlite").write_bytes(world().snapshot())
     return root
 

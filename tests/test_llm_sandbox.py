@@ -12,11 +12,11 @@ from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.tools.sandbox import (
     SandboxLimits,
     run_source_in_sandbox,
-    test_tool_sandboxed,
     vet_python,
     vet_sql,
     vet_tool,
 )
+from scaleenv.tools.sandboxed_tests import test_tool_sandboxed
 from scaleenv.world.world import World
 
 FAST = SandboxLimits(cpu_seconds=1, wall_seconds=3.0, memory_mb=128)

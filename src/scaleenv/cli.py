@@ -227,8 +227,10 @@ def check(
     """Re-run the reward-integrity gates on every task of a universe."""
     from scaleenv.errors import ScaleEnvError
     from scaleenv.report import check_universe
+    from scaleenv.universe import Universe
 
     try:
+        Universe(path).check_files()  # a universe whose files do not hold together is bad input (exit 2)
         result = check_universe(path)
     except ScaleEnvError as e:
         fail(e)
@@ -368,13 +370,17 @@ def rollout(
             fail(e)
     if as_json:
         _emit({k: v for k, v in results.items() if k not in ("simulations", "tasks")})
-        return
-    from scaleenv.run.rollout import print_rollout_table
+    else:
+        from scaleenv.run.rollout import print_rollout_table
 
-    print_rollout_table(results)
-    t = results["timings"]
-    typer.echo(f"results: {out}  trajectories: {results['trajectories']}  "
-               f"({t['new_episodes']} episodes in {t['wall_s']:.1f} s)")
+        print_rollout_table(results)
+        t = results["timings"]
+        typer.echo(f"results: {out}  trajectories: {results['trajectories']}  "
+                   f"({t['new_episodes']} episodes in {t['wall_s']:.1f} s)")
+    n_env = results.get("environment_errors", 0)
+    if n_env:  # not the agent's failures: left out of the metrics, and the run fails
+        fail(f"{n_env} of {len(results['simulations'])} episodes failed in the environment, not the agent (left out "
+             f"of the metrics): {results['environment_error_examples'][0]}")
 
 
 @app.command()

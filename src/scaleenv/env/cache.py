@@ -11,51 +11,17 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from scaleenv.env.episode import Episode
 from scaleenv.errors import UniverseError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
-from scaleenv.tools.chain import ChainError, run_chain
+from scaleenv.tools.replay import TaskWorlds, build_worlds
 from scaleenv.universe import Universe
-from scaleenv.world.patch import apply_patch
-from scaleenv.world.world import World
 
 ENV_UNIVERSE = "SCALEENV_UNIVERSE"
 """The variable naming the universe directory where a caller gives none (trainer workers)."""
-
-
-@dataclass
-class TaskWorlds:
-    """The verified worlds of a task, built once and shared by its episodes."""
-
-    initial: bytes
-    expected: World
-    gold_keys: dict[str, list[Any]]
-    outputs: list[Any]
-    idle: dict[bool, list[Episode]] = field(default_factory=dict)
-    """Idle episodes for reuse, by whether they offer every tool of the domain."""
-
-
-def build_worlds(spec: DomainSpec, base: bytes, task: Task, *, check_hashes: bool = True) -> TaskWorlds:
-    """Build and verify a task's initial and expected worlds (raises UniverseError on a mismatch)."""
-    world = World.from_snapshot(spec, base)
-    apply_patch(world, task.initial_patch)
-    initial = world.snapshot()
-    if check_hashes and world.state_hash() != task.verification.initial_hash:
-        raise UniverseError(f"task {task.id}: initial state does not match its recorded hash")
-    try:
-        outputs = run_chain(world, spec, task.gold_chain)
-    except ChainError as e:
-        raise UniverseError(f"task {task.id}: gold chain no longer replays ({e})") from None
-    if check_hashes and world.state_hash() != task.verification.expected_hash:
-        raise UniverseError(f"task {task.id}: expected state does not match its recorded hash")
-    keys = {t: sorted(ks, key=str) for t, ks in world.touched().items()}
-    world.clear_changes()
-    return TaskWorlds(initial, world, keys, outputs)
 
 
 def make_episode(spec: DomainSpec, task: Task, worlds: TaskWorlds, *, all_tools: bool = False) -> Episode:

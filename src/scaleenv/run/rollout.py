@@ -52,6 +52,23 @@ class RolloutInterrupted(KeyboardInterrupt):
         self.results = results
 
 
+ENV_ERROR = "environment: "
+"""How the error of an episode that the environment failed (not the agent) begins."""
+
+
+def environment_errors(sims: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The episodes that the environment failed: reported apart, never averaged into the metrics."""
+    return [r for r in sims if r["termination_reason"] == "error" and str(r.get("error") or "").startswith(ENV_ERROR)]
+
+
+def check_environment(universe: Any, tasks: list[Any]) -> None:
+    """Load each selected domain's spec and base world once before any episode runs, so that a broken
+    universe fails the rollout (UniverseError) instead of scoring every episode 0."""
+    for d in sorted({t.domain for t in tasks}):
+        universe.spec(d)
+        universe.base(d)
+
+
 def unit_seed(run_seed: int, task_id: str, trial: int) -> int:
     digest = hashlib.sha256(f"{run_seed}:{task_id}:{trial}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
@@ -136,7 +153,9 @@ class RolloutWorker:
         return rec
 
     def _failed(self, task_id: str, domain: str, trial: int, seed: int, error: str) -> dict[str, Any]:
+        """An episode the environment could not run (not the agent's failure): see ENV_ERROR."""
         job = self.job
+        error = ENV_ERROR + error
         return {"id": episode_id(task_id, trial), "task_id": task_id, "domain": domain, "trial": trial, "seed": seed,
                 "agent": job.agent, "user": job.user if job.mode == "conversational" else None, "mode": job.mode,
                 "termination": "error", "error": error,
@@ -346,9 +365,11 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: lis
 
     order = {episode_id(t, k): i for i, (t, k, _) in enumerate(units)}
     sims = sorted((r for r in records.values() if r["id"] in order), key=lambda r: order[r["id"]])
+    env_failed = environment_errors(sims)
+    failed_ids = {r["id"] for r in env_failed}
     metrics = summarize(({"task_id": r["task_id"], "domain": r["domain"], "score": r["reward_info"]["reward"],
                           "success": r["reward_info"]["success"], "termination": r["termination_reason"]}
-                         for r in sims), cfg.trials)
+                         for r in sims if r["id"] not in failed_ids), cfg.trials)
     traj = cfg.trajectories_path()
     user = cfg.user if cfg.mode == "conversational" else None
     settings = {
@@ -384,6 +405,8 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: lis
         "num_episodes": metrics["num_episodes"],
         "expected_episodes": len(units),
         "errors": sum(r["termination_reason"] == "error" for r in sims),
+        "environment_errors": len(env_failed),
+        "environment_error_examples": [f"{r['id']}: {r['error']}" for r in env_failed[:5]],
         "timings": {"wall_s": round(wall_s, 3), "new_episodes": new_episodes, "new_steps": new_steps,
                     "steps_per_s": round(new_steps / wall_s, 1) if wall_s > 0 else None,
                     "episodes_per_s": round(new_episodes / wall_s, 2) if wall_s > 0 else None},
@@ -426,6 +449,7 @@ def run_rollout(cfg: RolloutConfig, on_episode: Callable[[dict[str, Any]], None]
     try:
         universe = Universe(cfg.universe)
         tasks = select_tasks(universe, cfg)
+        check_environment(universe, tasks)
     except RolloutError:
         raise
     except ScaleEnvError as e:

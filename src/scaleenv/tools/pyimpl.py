@@ -1,7 +1,10 @@
 """Python-implemented tools: ``run(db, args)`` over a narrow world API, with restricted builtins.
 
-This in-process runner is for trusted (built-in or already-tested) code. Code from an LLM is first
-run in the subprocess sandbox; see ``scaleenv.tools.sandbox``.
+Tool code never runs in the trainer's process: the runtime hands each call to a sandboxed child
+(``scaleenv.tools.sandbox.run_python_call``), where :class:`RecordingAPI` runs the code on a copy of
+the world and records the statements it wrote with; the parent replays those statements itself,
+under its own authorizer, so the world's change log sees every write. Restricted builtins and the
+private-name check are only the first line.
 """
 
 from __future__ import annotations
@@ -60,6 +63,30 @@ class WorldAPI:
 
     def fail(self, code: str, message: str = "") -> None:
         raise ToolError(code, message or code)
+
+
+class RecordingAPI(WorldAPI):
+    """The world API inside the sandbox: ``execute`` also records ``[sql, params]`` for the parent."""
+
+    MAX_WRITES = 10_000
+
+    def __init__(self, conn: sqlite3.Connection, clock: str):
+        super().__init__(conn, clock)
+        self.writes: list[list[Any]] = []
+
+    def execute(self, sql: str, params: dict[str, Any] | tuple = ()) -> int:
+        if len(self.writes) >= self.MAX_WRITES:
+            raise ToolError("internal_error", f"more than {self.MAX_WRITES} statements in one call")
+        if isinstance(params, dict):
+            bound: Any = {str(k): v for k, v in params.items()}
+            values = list(bound.values())
+        else:
+            bound = values = list(params)
+        if any(isinstance(v, bytes | bytearray | memoryview) for v in values):
+            raise ToolError("internal_error", "binary values cannot be written by tool code")
+        n = super().execute(sql, params)
+        self.writes.append([sql, bound])
+        return n
 
 
 _CACHE: dict[str, Callable[..., Any]] = {}

@@ -13,9 +13,10 @@ from typing import Any
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import Contract, Generated, ToolSpec
 from scaleenv.tools.args import validate_arguments
+from scaleenv.tools.output import dumps, error_output
 from scaleenv.tools.pyimpl import WorldAPI, compile_python_tool
 from scaleenv.world.ddl import next_id_query
-from scaleenv.world.guard import extra_authorizer
+from scaleenv.world.guard import deny_escapes, extra_authorizer
 from scaleenv.world.world import World
 
 
@@ -28,18 +29,6 @@ class ToolResult:
     value: Any = None
     error: str | None = None
     message: str | None = None
-
-
-_ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False, allow_nan=False)
-
-
-def dumps(value: Any) -> str:
-    """Deterministic JSON text (sorted keys, strict: no NaN/Infinity)."""
-    return _ENCODER.encode(value)
-
-
-def error_output(code: str, message: str) -> str:
-    return dumps({"error": code, "message": message})
 
 
 class _SafeFormat(dict):
@@ -152,10 +141,7 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
         value = None
         python = tool.implementation.kind == "python"
         if python:
-            fn = compile_python_tool(tool.implementation.source or "")
-            api = WorldAPI(conn, world.clock)
-            with extra_authorizer(conn, _deny_escapes):
-                value = fn(api, dict(params))
+            value = _python(world, tool, params)
         for stmt in tool.effects:
             conn.execute(stmt, params)
         if tool.kind == "read" and conn.total_changes != before:
@@ -189,31 +175,17 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     return value, output
 
 
-_DENIED = {
-    sqlite3.SQLITE_ATTACH,
-    sqlite3.SQLITE_DETACH,
-    sqlite3.SQLITE_TRANSACTION,
-    sqlite3.SQLITE_SAVEPOINT,
-    sqlite3.SQLITE_PRAGMA,
-    sqlite3.SQLITE_CREATE_TABLE,
-    sqlite3.SQLITE_DROP_TABLE,
-    sqlite3.SQLITE_CREATE_TRIGGER,
-    sqlite3.SQLITE_DROP_TRIGGER,
-    sqlite3.SQLITE_ALTER_TABLE,
-    sqlite3.SQLITE_CREATE_INDEX,
-    sqlite3.SQLITE_DROP_INDEX,
-    sqlite3.SQLITE_CREATE_VIEW,
-    sqlite3.SQLITE_DROP_VIEW,
-}
+def _python(world: World, tool: ToolSpec, params: dict[str, Any]) -> Any:
+    """A Python tool's value: its code runs in a sandboxed child and only its writes come back
+    (see ``sandbox.run_python_call``); in a sandbox child itself it runs here, already confined."""
+    import scaleenv.tools.sandbox as sandbox
 
-
-def _deny_escapes(action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
-    """Tool code may read and write rows, never change the schema, transactions or attach files."""
-    if action in _DENIED:
-        return sqlite3.SQLITE_DENY
-    if arg1 and isinstance(arg1, str) and arg1.startswith("_") and trigger is None and action != sqlite3.SQLITE_FUNCTION:
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
+    source = tool.implementation.source or ""
+    if not sandbox._IN_SANDBOX:
+        return sandbox.run_python_call(world.conn, source, params, world.clock)
+    fn = compile_python_tool(source)
+    with extra_authorizer(world.conn, deny_escapes):
+        return fn(WorldAPI(world.conn, world.clock), dict(params))
 
 
 def _returns(conn: sqlite3.Connection, tool: ToolSpec, params: dict[str, Any]) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import contextvars
 import multiprocessing as mp
 import os
 import signal
@@ -79,10 +80,13 @@ _DENY_PREFIXES = ("socket.", "subprocess.", "os.exec", "os.spawn", "os.posix_spa
                   "builtins.input", "webbrowser.", "urllib.", "http.", "ftplib.", "smtplib.", "poplib.", "imaplib.",
                   "nntplib.", "telnetlib.", "sqlite3.enable_load_extension", "sqlite3.load_extension",
                   "tempfile.", "mmap.", "fcntl.", "msvcrt.", "winreg.",
-                  "_winapi.", "resource.setrlimit", "signal.")
+                  "_winapi.", "resource.setrlimit", "signal.", "os.listdir", "os.scandir", "os.listxattr",
+                  "os.getxattr", "os.setxattr", "os.removexattr", "os.mknod", "os.mkfifo", "os.lockf",
+                  "os.chflags", "os.fwalk", "glob.", "sys._getframe", "object.__getattr__")
 _DENY_MODULES = {"socket", "_socket", "subprocess", "ctypes", "_ctypes", "multiprocessing", "asyncio", "ssl",
                  "urllib", "http", "requests", "httpx", "pty", "shutil", "signal", "threading", "_thread", "mmap",
-                 "select", "selectors", "pickle", "marshal", "importlib"}
+                 "select", "selectors", "pickle", "marshal", "importlib", "_posixsubprocess", "posix", "_pickle",
+                 "_multiprocessing", "gc"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _violations: list[str] = []
 
@@ -135,6 +139,72 @@ def _no_network() -> bool:
         return False
 
 
+DENIED_SYSCALLS = ("execve", "execveat", "fork", "vfork", "clone", "clone3", "ptrace", "process_vm_writev",
+                   "socket", "socketpair", "connect", "bind", "mknod", "mknodat", "setxattr", "lsetxattr",
+                   "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "kill", "tkill", "tgkill", "unshare",
+                   "setns", "mount", "umount2", "chroot", "pivot_root", "symlink", "symlinkat", "link", "linkat",
+                   "rename", "renameat", "renameat2", "unlink", "unlinkat", "rmdir", "mkdir", "mkdirat", "chmod",
+                   "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "truncate", "ftruncate")
+"""System calls a sandbox child never makes: no processes or threads, no network, no file-system
+changes, no signals to others (kernel-enforced with seccomp, whatever Python-level escape is found)."""
+_WRITE_BITS = (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC, os.O_APPEND)
+SECCOMP_ACTIVE = False
+"""Whether this (child) process runs under the seccomp filter (libseccomp was found and loaded)."""
+
+
+def _seccomp() -> bool:
+    """Install a seccomp filter through libseccomp (Debian's libseccomp2, via ctypes): the calls in
+    :data:`DENIED_SYSCALLS` and opening files for writing fail with EPERM. False where libseccomp is
+    missing (then the audit hook and resource limits remain)."""
+    global SECCOMP_ACTIVE
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        import ctypes.util
+        import errno
+
+        name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+        lib = ctypes.CDLL(name, use_errno=True)
+    except OSError:
+        return False
+
+    class ArgCmp(ctypes.Structure):
+        _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                    ("datum_b", ctypes.c_uint64)]
+
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM  # SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM)
+    masked_eq = 7  # SCMP_CMP_MASKED_EQ
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                           ctypes.POINTER(ArgCmp)]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(allow)
+    if not ctx:
+        return False
+    try:
+        for call in DENIED_SYSCALLS:
+            nr = lib.seccomp_syscall_resolve_name(call.encode())
+            if nr >= 0:  # (a call this architecture does not have: nothing to deny)
+                lib.seccomp_rule_add_array(ctx, deny, nr, 0, None)
+        for call, argno in (("open", 1), ("openat", 2), ("creat", -1)):
+            nr = lib.seccomp_syscall_resolve_name(call.encode())
+            if nr < 0:
+                continue
+            if argno < 0:
+                lib.seccomp_rule_add_array(ctx, deny, nr, 0, None)
+                continue
+            for bit in _WRITE_BITS:
+                cmp = ArgCmp(argno, masked_eq, bit, bit)
+                lib.seccomp_rule_add_array(ctx, deny, nr, 1, ctypes.byref(cmp))
+        SECCOMP_ACTIVE = lib.seccomp_load(ctx) == 0
+        return SECCOMP_ACTIVE
+    finally:
+        lib.seccomp_release(ctx)
+
+
 def _vm_bytes() -> int:
     try:
         with open("/proc/self/statm") as f:
@@ -143,7 +213,17 @@ def _vm_bytes() -> int:
         return 0
 
 
+_IN_SANDBOX = False
+"""True in a sandbox child: tool code there runs in-process (it is already confined)."""
+MAX_MESSAGE = 16 * 2**20
+"""The most bytes a child may send back (JSON, never a pickle: the parent must not unpickle what
+confined code could have written to the pipe)."""
+
+
 def _confine(limits: SandboxLimits) -> None:
+    global _IN_SANDBOX
+    _IN_SANDBOX = True
+    os.environ.clear()  # no key or token of the parent's environment is readable in here
     _no_network()
     if resource is not None:
         def lim(which: int, soft: int, hard: int | None = None) -> None:
@@ -158,14 +238,21 @@ def _confine(limits: SandboxLimits) -> None:
         lim(resource.RLIMIT_FSIZE, 0)
         if hasattr(resource, "RLIMIT_NPROC") and os.geteuid() != 0:
             lim(resource.RLIMIT_NPROC, 0)
+    _seccomp()
     sys.addaudithook(_audit)
+
+
+def _send(conn: Any, msg: tuple) -> None:
+    import json
+
+    conn.send_bytes(json.dumps(msg, default=str).encode("utf-8"))
 
 
 def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
     try:
         _confine(limits)
     except BaseException as e:  # noqa: BLE001
-        conn.send(("setup", f"{type(e).__name__}: {e}", []))
+        _send(conn, ("setup", f"{type(e).__name__}: {e}", []))
         return
     try:
         value = fn(*args)
@@ -177,9 +264,9 @@ def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
     except BaseException as e:  # noqa: BLE001 - report anything
         msg = ("exception", f"{type(e).__name__}: {str(e)[:500]}", list(_violations))
     try:
-        conn.send(msg)
-    except Exception as e:  # noqa: BLE001 - e.g. an unpicklable value
-        conn.send(("exception", f"result could not be sent back: {type(e).__name__}: {e}", list(_violations)))
+        _send(conn, msg)
+    except Exception as e:  # noqa: BLE001 - e.g. a value that is not JSON
+        _send(conn, ("exception", f"result could not be sent back: {type(e).__name__}: {e}", list(_violations)))
 
 
 # --- the parent side -----------------------------------------------------------------------
@@ -249,12 +336,12 @@ def run_in_sandbox(fn: Any, args: tuple = (), limits: SandboxLimits | None = Non
     timed_out = False
     try:
         if recv.poll(limits.wall_seconds):
-            msg = recv.recv()
+            msg = _read(recv.recv_bytes(MAX_MESSAGE))
         else:
             timed_out = True
     except (EOFError, OSError):
         msg = None
-    except Exception as e:  # noqa: BLE001 - an unpicklable result
+    except Exception as e:  # noqa: BLE001 - a result that is not our JSON message
         msg = ("exception", f"result could not be read: {type(e).__name__}: {e}", [])
     finally:
         recv.close()
@@ -280,6 +367,17 @@ def run_in_sandbox(fn: Any, args: tuple = (), limits: SandboxLimits | None = Non
             kind, what = "memory_limit", "killed (SIGKILL), most likely for exhausting memory or CPU"
         return SandboxOutcome(False, error=kind, detail=what)
     return SandboxOutcome(False, error="crashed", detail=f"the sandbox exited with code {code} and no result")
+
+
+def _read(data: bytes) -> tuple:
+    """A child's message: ``[kind, payload, violations]`` as JSON, checked (never unpickled)."""
+    import json
+
+    msg = json.loads(data)
+    kinds = {"ok", "denied", "memory_limit", "exception", "setup"}
+    if (not isinstance(msg, list) or len(msg) != 3 or msg[0] not in kinds or not isinstance(msg[2], list)):
+        raise ValueError("not a sandbox message")
+    return msg[0], msg[1], [str(v)[:500] for v in msg[2][:50]]
 
 
 def _exec_source(source: str) -> Any:
@@ -401,84 +499,84 @@ def vet_tool(spec: Any, tool: Any) -> list[str]:
     return problems
 
 
-# --- sandboxed procedural testing ----------------------------------------------------------
+# --- Python tool calls, isolated --------------------------------------------------------------
+
+PYTHON_CALL_LIMITS = SandboxLimits(cpu_seconds=2, wall_seconds=5.0, memory_mb=256)
+"""The limits of one Python tool call (the runtime's 2 s budget plus the child's start-up)."""
+_CALL_LIMITS: contextvars.ContextVar[SandboxLimits | None] = contextvars.ContextVar("scaleenv_call_limits",
+                                                                                     default=None)
+_ABORT_ON_STOP: contextvars.ContextVar[bool] = contextvars.ContextVar("scaleenv_abort_on_stop", default=False)
 
 
-def _test_tool_job(spec_json: str, fixture: bytes, seed: int, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Inside the sandbox: the procedural tests of the spec's only tool, then its LLM test cases."""
-    import random
+class SandboxStopped(BaseException):
+    """A Python tool call that the sandbox stopped while a tool is being tested: the test run ends
+    (a BaseException, so that no ``except Exception`` in the tester turns it into one more result)."""
 
-    from scaleenv.formats.domain import DomainSpec
-    from scaleenv.tools.testing import test_tool
-    from scaleenv.world.world import World
-
-    spec = DomainSpec.model_validate_json(spec_json)
-    tool = spec.tools[0]
-    world = World.from_snapshot(spec, fixture)
-    report = test_tool(world, tool, random.Random(f"test:{seed}:{tool.name}"))
-    return {"report": report, "cases": run_cases(world, tool, fixture, cases)}
+    def __init__(self, outcome: SandboxOutcome):
+        super().__init__(outcome.describe())
+        self.outcome = outcome
 
 
-def run_cases(world: Any, tool: Any, fixture: bytes, cases: list[dict[str, Any]]) -> list[Any]:
-    """Classify LLM-written test cases like the procedural tester: a positive case must succeed (a
-    write must change the world, a read must not); a negative case must fail with its declared
-    error and leave the world unchanged."""
-    from scaleenv.tools.runtime import execute_tool
-    from scaleenv.tools.testing import ANTICIPATED, SUCCESS, UNEXPECTED, TestResult
+def _python_call_job(source: str, snapshot: bytes, params: dict[str, Any], clock: str) -> dict[str, Any]:
+    """Inside the sandbox: run tool code on a guarded copy of the world; return its value (as JSON
+    values) and the statements it wrote with, or the ToolError it raised."""
+    import json
 
-    out: list[TestResult] = []
-    for case in cases:
-        world.restore(fixture)
-        before = world.state_hash()
-        args = case.get("args") or {}
-        kind = "llm_negative" if case.get("kind") == "negative" else "llm_positive"
-        res = execute_tool(world, tool, args)
-        changed = world.state_hash() != before
-        if kind == "llm_positive":
-            if not res.ok:
-                verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: failed: {res.error}: {res.message}"
-            elif tool.kind == "write" and not changed:
-                verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: succeeded but changed nothing"
-            elif tool.kind == "read" and changed:
-                verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: a read tool changed the world"
-            else:
-                verdict, reason = SUCCESS, ""
-            out.append(TestResult(tool.name, kind, args, verdict, None, reason))
-            continue
-        expected = case.get("error")
-        if res.ok:
-            verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: succeeded but should fail with {expected}"
-        elif expected and res.error != expected:
-            verdict, reason = UNEXPECTED, (f"{case.get('name', 'case')}: expected error {expected}, "
-                                           f"got {res.error}: {res.message}")
-        elif changed:
-            verdict, reason = UNEXPECTED, f"{case.get('name', 'case')}: the rejected call changed the world"
-        else:
-            verdict, reason = ANTICIPATED, ""
-        out.append(TestResult(tool.name, kind, args, verdict, expected, reason))
-    world.restore(fixture)
-    return out
+    from scaleenv.errors import ToolError
+    from scaleenv.tools.output import dumps
+    from scaleenv.tools.pyimpl import RecordingAPI, compile_python_tool
+    from scaleenv.world.guard import deny_escapes, extra_authorizer, guarded_connect
+
+    conn = guarded_connect()
+    conn.building = True  # deserialize's internal ATTACH
+    conn.deserialize(snapshot)
+    conn.building = False
+    api = RecordingAPI(conn, clock)
+    try:
+        fn = compile_python_tool(source)
+        with extra_authorizer(conn, deny_escapes):
+            value = fn(api, dict(params))
+        return {"value": json.loads(dumps(value)), "writes": api.writes}
+    except ToolError as e:
+        return {"error": e.code, "message": e.message}
 
 
-def test_tool_sandboxed(spec: Any, tool: Any, fixture: bytes, seed: int = 0,
-                        cases: list[dict[str, Any]] | None = None,
-                        limits: SandboxLimits | None = None) -> tuple[Any, list[Any], SandboxOutcome]:
-    """(ToolReport, case results, outcome) for ``tool`` tested on ``fixture`` in the sandbox.
+def run_python_call(conn: sqlite3.Connection, source: str, params: dict[str, Any], clock: str) -> Any:
+    """Run one call of Python tool code in a sandboxed child and apply its writes here.
 
-    A tool that breaks the sandbox's rules gets a report with one unexpected failure saying why.
+    The child gets a snapshot of the world and sends back JSON only: the value and the statements
+    it executed through ``db.execute``. This process replays those statements itself, under the
+    world's guard and the runtime's authorizer, so the change log (and the incremental hash) sees
+    every write and nothing but SQL on the world's own tables can come out of the child. A call the
+    sandbox stops is a ToolError (or, while a tool is being tested, :class:`SandboxStopped`).
     """
-    from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
+    from scaleenv.errors import ToolError
+    from scaleenv.tools.pyimpl import check_sql
+    from scaleenv.world.guard import deny_escapes, extra_authorizer
 
-    one = spec.model_copy(update={"tools": [tool]})
-    outcome = run_in_sandbox(_test_tool_job, (one.model_dump_json(), fixture, seed, list(cases or [])), limits)
-    if outcome.ok and not outcome.violations:
-        return outcome.value["report"], outcome.value["cases"], outcome
-    if outcome.ok:  # the tests ran, but the code tried something forbidden (and swallowed the error)
+    limits = _CALL_LIMITS.get() or PYTHON_CALL_LIMITS
+    outcome = run_in_sandbox(_python_call_job, (source, conn.serialize(), params, clock), limits)
+    if outcome.ok and outcome.violations:
         outcome = SandboxOutcome(False, error="denied", detail="; ".join(outcome.violations[:3]),
                                  violations=outcome.violations)
-    report = ToolReport(tool.name, admitted=False)
-    report.tests.append(TestResult(tool.name, "sandbox", {}, UNEXPECTED, reason=stable_reason(outcome)))
-    return report, [], outcome
+    if not outcome.ok:
+        if _ABORT_ON_STOP.get() and outcome.error != "exception":
+            raise SandboxStopped(outcome)
+        raise ToolError("internal_error", stable_reason(outcome))
+    res = outcome.value
+    if not isinstance(res, dict):
+        raise ToolError("internal_error", "sandbox: malformed result")
+    if "error" in res:
+        raise ToolError(str(res["error"])[:100] or "internal_error", str(res.get("message") or "")[:1000])
+    writes = res.get("writes")
+    if not isinstance(writes, list):
+        raise ToolError("internal_error", "sandbox: malformed result (writes)")
+    with extra_authorizer(conn, deny_escapes):
+        for w in writes:
+            if not (isinstance(w, list) and len(w) == 2 and isinstance(w[0], str) and isinstance(w[1], dict | list)):
+                raise ToolError("internal_error", "sandbox: malformed result (a write)")
+            conn.execute(check_sql(w[0]), w[1])
+    return res.get("value")
 
 
 def stable_reason(outcome: SandboxOutcome) -> str:
@@ -490,7 +588,5 @@ def stable_reason(outcome: SandboxOutcome) -> str:
         return "sandbox: stopped for exceeding its memory limit"
     return outcome.describe()
 
-
-test_tool_sandboxed.__test__ = False  # type: ignore[attr-defined] - not a pytest test
 
 _adopt_main()  # last: the main script may import names from this module

@@ -39,9 +39,11 @@ LIMITS: dict[int, int] = {
     sqlite3.SQLITE_LIMIT_FUNCTION_ARG: 64,
 }
 
-PRAGMAS_READ = frozenset({"foreign_keys", "page_count", "page_size", "database_list", "table_info", "table_xinfo", "index_list", "index_info",
-                          "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check"})
-"""Pragmas a world connection may *read* (never set) once built (``serialize()`` reads page_count)."""
+PRAGMAS_READ = frozenset({"foreign_keys", "page_count", "page_size", "database_list"})
+"""Pragmas a world connection may read, never set, once built (``serialize()`` reads page_count)."""
+PRAGMAS_QUERY = frozenset({"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo",
+                           "foreign_key_list", "foreign_key_check", "integrity_check", "quick_check"})
+"""Pragmas that only report (their argument names what to report on)."""
 
 _A = sqlite3
 DENIED_ACTIONS = frozenset(getattr(_A, n) for n in (
@@ -98,7 +100,9 @@ class GuardedConnection(sqlite3.Connection):
         if action in DENIED_ACTIONS:
             return _A.SQLITE_DENY
         if action == _A.SQLITE_PRAGMA:
-            return _A.SQLITE_OK if a2 is None and str(a1 or "").lower() in PRAGMAS_READ else _A.SQLITE_DENY
+            name = str(a1 or "").lower()
+            ok = name in PRAGMAS_QUERY or (a2 is None and name in PRAGMAS_READ)
+            return _A.SQLITE_OK if ok else _A.SQLITE_DENY
         if action in _WRITES and isinstance(a1, str) and a1.lower().startswith("sqlite_"):
             return _A.SQLITE_DENY
         if action == _A.SQLITE_FUNCTION and str(a2 or "").lower() in DENIED_FUNCTIONS:
@@ -144,3 +148,30 @@ def extra_authorizer(conn: sqlite3.Connection, auth: Authorizer) -> Iterator[Non
     finally:
         conn.extra_authorizer = prev
         conn.set_authorizer(conn.authorize)
+
+
+_DENIED = {
+    sqlite3.SQLITE_ATTACH,
+    sqlite3.SQLITE_DETACH,
+    sqlite3.SQLITE_TRANSACTION,
+    sqlite3.SQLITE_SAVEPOINT,
+    sqlite3.SQLITE_PRAGMA,
+    sqlite3.SQLITE_CREATE_TABLE,
+    sqlite3.SQLITE_DROP_TABLE,
+    sqlite3.SQLITE_CREATE_TRIGGER,
+    sqlite3.SQLITE_DROP_TRIGGER,
+    sqlite3.SQLITE_ALTER_TABLE,
+    sqlite3.SQLITE_CREATE_INDEX,
+    sqlite3.SQLITE_DROP_INDEX,
+    sqlite3.SQLITE_CREATE_VIEW,
+    sqlite3.SQLITE_DROP_VIEW,
+}
+
+
+def deny_escapes(action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
+    """Tool code may read and write rows, never change the schema, transactions or attach files."""
+    if action in _DENIED:
+        return sqlite3.SQLITE_DENY
+    if arg1 and isinstance(arg1, str) and arg1.startswith("_") and trigger is None and action != sqlite3.SQLITE_FUNCTION:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK

@@ -32,7 +32,8 @@ from scaleenv.llm.base import LLMOutputError
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text
-from scaleenv.tools.sandbox import test_tool_sandboxed, vet_tool
+from scaleenv.tools.sandbox import vet_tool
+from scaleenv.tools.sandboxed_tests import test_tool_sandboxed
 from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
 from scaleenv.validation.spec import spec_problems
 from scaleenv.world.patch import apply_patch
