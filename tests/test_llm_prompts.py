@@ -241,3 +241,20 @@ def test_the_database_example_follows_its_own_rules():
     design, problems = parse_database(copy.deepcopy(example), tools, PROFILE, CFG)
     assert not problems, problems
     assert design.meta["id_prefix"] == {"owners": "OWN-", "pets": "PET-"}
+
+
+def test_prompts_say_what_a_fresh_reader_got_wrong_in_the_relay_run():
+    """The ambiguities a reader met answering a whole build by hand (ski resort rental, 95 requests)."""
+    schema = render("tool_schema", title="t", name="n", description="d", keywords="k", min_tools=25, max_tools=40,
+                    target=30)
+    schema_text = " ".join(m["content"] for m in schema)
+    assert "invalid_status" not in schema_text and "invalid_arguments" in schema_text
+    test = " ".join(m["content"] for m in render("test", title="t", tool_name="x", tool="{}", tables="-",
+                                                  rows="-", next_ids="-", clock="c"))
+    assert "never reach" in test.replace("never reaches", "never reach") and "never reuse an example" in test
+    state = " ".join(m["content"] for m in render("state", title="t", chain="-", tables="-", rows="-",
+                                                   next_ids="-", clock="c", distractors=1))
+    assert "@example.com" not in state and "never reuse an example" in state
+    debug = " ".join(m["content"] for m in render("debug", title="t", tool_name="x", tool="{}", implementation="{}",
+                                                   tests="-", failures="-", round=1, rounds=2, tables="-"))
+    assert "is added to them" in debug

@@ -129,7 +129,7 @@ def read_tasks(path: Path, *, tolerate_torn_tail: bool = False) -> Iterator[Task
             where = ".".join(map(str, first["loc"])) or "line"
             raise UniverseError(f"{path}: line {n}: invalid task ({where}: {first['msg']})") from None
         for key in ("initial_hash", "expected_hash"):
-            if not isinstance(task.verification.get(key), str):
+            if not getattr(task.verification, key):
                 raise UniverseError(f"{path}: line {n}: invalid task (verification.{key} is missing)")
         yield task
 
