@@ -21,6 +21,11 @@ def e(v: Any) -> str:
     return escape(str(v), quote=True)
 
 
+def tx(v: Any) -> str:
+    """Escape element text (quotes need no escaping there, and JSON is full of them)."""
+    return escape(str(v), quote=False)
+
+
 def val(v: Any) -> str:
     """A cell value: JSON-ish, ``null`` greyed."""
     if v is None:
@@ -52,7 +57,7 @@ def clip(s: str, n: int = MAX_TEXT) -> str:
 
 
 _TOKEN = re.compile(r'(?P<com>#.*$)|(?P<str>"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\')|(?P<num>\b-?\d+(?:\.\d+)?\b)'
-                    r"|(?P<var>\bs\d+\b)|(?P<call>\b[a-z_][a-z0-9_]*(?=\())|(?P<kw>\b(?:None|True|False|null|true|false)\b)",
+                    r"|(?P<var>(?<=[(=])s\d+\b)|(?P<call>\b[a-z_][a-z0-9_]*(?=\())|(?P<kw>\b(?:None|True|False|null|true|false)\b)",
                     re.M)
 
 
@@ -206,18 +211,18 @@ def diff_html(changes: Sequence[dict[str, Any]]) -> str:
     for c in changes:
         head = f"{c['table']}[{json.dumps(c['key'])}]"
         if c["kind"] == "changed":
-            lines.append(f'<div class="dh">~ {e(head)}</div>')
+            lines.append(f'<div class="dh">~ {tx(head)}</div>')
             for col, (before, after) in c["columns"].items():
-                lines.append(f'<div class="del">-   {e(col)}: {e(json.dumps(before))}</div>'
-                             f'<div class="add">+   {e(col)}: {e(json.dumps(after))}</div>')
+                lines.append(f'<div class="del">-   {tx(col)}: {tx(json.dumps(before))}</div>'
+                             f'<div class="add">+   {tx(col)}: {tx(json.dumps(after))}</div>')
         elif c["kind"] == "added":
-            lines.append(f'<div class="dh add">+ {e(head)} (new row)</div>')
+            lines.append(f'<div class="dh add">+ {tx(head)} (new row)</div>')
             for col, v in (c.get("after") or {}).items():
-                lines.append(f'<div class="add">+   {e(col)}: {e(json.dumps(v))}</div>')
+                lines.append(f'<div class="add">+   {tx(col)}: {tx(json.dumps(v))}</div>')
         else:
-            lines.append(f'<div class="dh del">- {e(head)} (removed)</div>')
+            lines.append(f'<div class="dh del">- {tx(head)} (removed)</div>')
             for col, v in (c.get("before") or {}).items():
-                lines.append(f'<div class="del">-   {e(col)}: {e(json.dumps(v))}</div>')
+                lines.append(f'<div class="del">-   {tx(col)}: {tx(json.dumps(v))}</div>')
     return '<pre class="diff">' + "".join(lines) + "</pre>"
 
 
@@ -318,13 +323,13 @@ def conversation_html(messages: Sequence[dict[str, Any]]) -> str:
         if role == "tool":
             if m.get("tool_call_id") in used:
                 continue
-            out.append(f'<div class="msg tool"><pre>{e(clip(text))}</pre></div>')
+            out.append(f'<div class="msg tool"><pre>{tx(clip(text))}</pre></div>')
             continue
         if role == "system":
-            out.append(f'<details class="msg system"><summary>system prompt</summary><pre>{e(clip(text))}</pre></details>')
+            out.append(f'<details class="msg system"><summary>system prompt</summary><pre>{tx(clip(text))}</pre></details>')
             continue
         calls = m.get("tool_calls") or []
-        body = f'<div class="bubble">{e(clip(text))}</div>' if text else ""
+        body = f'<div class="bubble">{tx(clip(text))}</div>' if text else ""
         for c in calls:
             fn = c.get("function") or {}
             args = _parse_args(fn.get("arguments"))
@@ -332,15 +337,17 @@ def conversation_html(messages: Sequence[dict[str, Any]]) -> str:
             used.add(c.get("id"))
             rtext = "" if res is None else str(res.get("content") or "")
             err = _is_error(rtext)
+            summary = _call_summary(fn.get("name", "?"), args)
+            # Compact, plain escaped JSON: the page indents and colours it when a call is unfolded
+            # (spans for every token would more than double the size of a large run's files).
             shown = _parse_args(rtext)
-            rhtml = pretty_json(shown) if not isinstance(shown, str) else e(clip(shown))
-            if len(rhtml) > MAX_TEXT * 3:
-                rhtml = e(clip(rtext))
-            body += (f'<details class="call{" err" if err else ""}"><summary><span class="fn">'
-                     f'{e(_call_summary(fn.get("name", "?"), args))}</span>'
-                     f'{badge("error", "bad") if err else ""}</summary>'
-                     f'<div class="callbody"><h6>arguments</h6><pre class="code">{pretty_json(args)}</pre>'
-                     f'<h6>result</h6><pre class="code">{rhtml if res is not None else "(no result)"}</pre></div></details>')
+            rbody = json.dumps(shown, ensure_ascii=False) if not isinstance(shown, str) else shown
+            abody = ("" if len(summary) < 150 else
+                     f'<h6>arguments</h6><pre class="code hl">{tx(json.dumps(args, ensure_ascii=False))}</pre>')
+            body += (f'<details class="call{" err" if err else ""}"><summary><span class="fn">{tx(summary)}</span>'
+                     f'{badge("error", "bad") if err else ""}</summary><div class="callbody">{abody}'
+                     f'<h6>result</h6><pre class="code hl">{tx(clip(rbody)) if res is not None else "(no result)"}</pre>'
+                     "</div></details>")
         out.append(f'<div class="msg {e(role)}"><div class="who">{e(role)}</div>{body}</div>')
     return '<div class="conv">' + "".join(out) + "</div>"
 
@@ -376,7 +383,7 @@ def episode_html(rec: dict[str, Any], run_label: str) -> str:
         table(["component", "value"], sorted(comps.items()), "compact kv") if comps else "",
         "</div><div><h4>Timings</h4>", _timings_html(rec.get("timings") or {}),
         (table(["usage", "tokens"], sorted(usage.items()), "compact kv") if usage else ""), "</div></div>",
-        ("<h4>Reward diff</h4><pre class='diff'>" + "".join(f"<div class='del'>{e(x)}</div>" for x in diff) + "</pre>")
+        ("<h4>Reward diff</h4><pre class='diff'>" + "".join(f"<div class='del'>{tx(x)}</div>" for x in diff) + "</pre>")
         if diff else "<p class='muted'>No mismatches.</p>",
         f'<h4>Conversation <span class="muted">{len(rec.get("messages") or [])} messages</span> '
         f'<button class="btn small expand-all">expand all calls</button></h4>',

@@ -46,6 +46,27 @@ function option(sel, value, label) {
   o.value = value; o.textContent = label; sel.appendChild(o);
 }
 
+/* Colour JSON in a <pre class="hl"> the first time it is shown (episode files carry plain text). */
+function highlightJSON(pre) {
+  if (pre.dataset.done) return;
+  pre.dataset.done = "1";
+  const re = /("(?:\\.|[^"\\])*")(\s*:)?|\b(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\b|\b(true|false|null)\b/g;
+  let text = pre.textContent;
+  try { text = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { /* clipped or not JSON: as it is */ }
+  let out = "", last = 0, m;
+  while ((m = re.exec(text))) {
+    out += esc(text.slice(last, m.index));
+    if (m[1]) out += `<span class="${m[2] ? "t-key" : "t-str"}">${esc(m[1])}</span>${m[2] || ""}`;
+    else if (m[3]) out += `<span class="t-num">${m[3]}</span>`;
+    else out += `<span class="t-kw">${m[4]}</span>`;
+    last = re.lastIndex;
+  }
+  pre.innerHTML = out + esc(text.slice(last));
+}
+document.addEventListener("toggle", (ev) => {
+  if (ev.target.matches && ev.target.matches("details") && ev.target.open) $$("pre.hl", ev.target).forEach(highlightJSON);
+}, true);
+
 /* Click-to-sort for server-rendered tables marked .sortable. */
 function sortable(root = document) {
   $$("table.sortable", root).forEach((t) => {
