@@ -322,9 +322,9 @@ def rollout(
 @app.command()
 def report(
     path: Path = typer.Argument(..., help="A universe directory."),
-    out: Path = typer.Option(Path("report"), "--out",
-                             help="A folder for the site (index.html inside), or NAME.html: the overview page, "
-                                  "with the rest in NAME_files/ beside it."),
+    out: Path = typer.Option(Path("report.html"), "--out",
+                             help="NAME.html: the overview page, with the rest of the site in NAME_files/ beside "
+                                  "it; or a folder for the whole site (index.html inside)."),
     results: list[Path] = typer.Option([], "--results",
                                        help="A results.json from `scaleenv rollout` (repeatable: runs side by side)."),
 ) -> None:

@@ -136,15 +136,17 @@ def _domain_data(u: Universe, name: str) -> tuple[dict[str, Any], list[Any], Cou
     return data, summary, rejections, len(tools)
 
 
-def _expected_change(u: Universe, task: Any) -> tuple[list[dict[str, Any]] | None, str | None]:
+def _expected_change(u: Universe, task: Any, bases: dict[str, bytes]) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Replay the gold chain on the task's initial world and diff the two worlds on the rows it touched."""
     from scaleenv.env.cache import build_worlds
     from scaleenv.errors import ScaleEnvError
     from scaleenv.world.world import World
 
     spec = u.spec(task.domain)
+    if task.domain not in bases:  # one bytes object per domain: the world's hash cache keys on it
+        bases[task.domain] = u.base(task.domain)
     try:
-        w = build_worlds(spec, u.base(task.domain), task, check_hashes=False)
+        w = build_worlds(spec, bases[task.domain], task, check_hashes=False)
     except ScaleEnvError as exc:
         return None, str(exc)
     before = World.from_snapshot(spec, w.initial)
@@ -167,13 +169,14 @@ def _write_tasks(u: Universe, w: _Writer) -> tuple[dict[str, dict[str, Any]], li
 
     rows, by_id, examples, seen_dom = [], {}, [], set()
     chunk: dict[str, str] = {}
+    bases: dict[str, bytes] = {}
     for i, task in enumerate(tasks):
         t = task.model_dump(mode="json")
         by_id[t["id"]] = {k: t.get(k) for k in ("id", "domain", "difficulty", "gold_chain", "family", "tier")}
         if t["domain"] not in seen_dom:
             seen_dom.add(t["domain"])
             examples.append(t)
-        changes, err = _expected_change(u, task)
+        changes, err = _expected_change(u, task, bases)
         chunk[t["id"]] = task_html(t, changes, err)
         chain_tools = sorted({tool_names.setdefault(c["tool"], len(tool_names)) for c in t["gold_chain"]})
         d = t.get("difficulty") or {}
@@ -230,7 +233,7 @@ def _write_run(run: Run, w: _Writer) -> None:
     })
 
 
-def build_site(universe: str | Path, results: list[Path] | None = None, out: str | Path = "report") -> SiteInfo:
+def build_site(universe: str | Path, results: list[Path] | None = None, out: str | Path = "report.html") -> SiteInfo:
     """Write the report site for ``universe`` (and the rollouts in ``results``) to ``out``."""
     u = Universe(universe)
     counts = universe_counts(universe)

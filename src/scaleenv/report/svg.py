@@ -155,7 +155,7 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[float, str] | None]]], se
     for ri, (label, vals) in enumerate(rows):
         y0 = top + ri * row_h + 4
         out.append(f'<text class="rl" x="{label_width - 8}" y="{_f(y0 + row_h / 2)}" text-anchor="end">'
-                   f'{escape(_clip(label, int(label_width / 6.3)))}<title>{escape(label)}</title></text>')
+                   f'{escape(_clip(label, int(label_width / 7)))}<title>{escape(label)}</title></text>')
         for si, v in enumerate(vals):
             if v is None:
                 continue
