@@ -29,8 +29,11 @@ def main(site: Path, out: Path) -> None:
         go("domains", "#d=1")
         pg.locator(".graphcard").scroll_into_view_if_needed()
         pg.evaluate("window.scrollTo(0, document.querySelector('.graphcard').offsetTop - 60)")
-        node = pg.locator("#graph g.n").nth(5)
-        node.locator("circle").hover()
+        # a write tool in the upper left, so its card opens over the graph's emptier lower right
+        pts = pg.eval_on_selector_all("#graph g.n.kind-write circle",
+                                      "cs => cs.map(c => { const r = c.getBoundingClientRect(); return [r.x, r.y]; })")
+        best = min(range(len(pts)), key=lambda i: pts[i][0] + 2 * pts[i][1])
+        pg.locator("#graph g.n.kind-write circle").nth(best).hover()
         pg.screenshot(path=str(out / "report-domains.png"))
         go("tasks")
         pg.select_option("#f-domain", label="pet_care")

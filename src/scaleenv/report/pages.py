@@ -188,7 +188,7 @@ def plots_body(runs: Sequence[Any], tasks: dict[str, dict[str, Any]], domain_nam
                          'no <code>family</code> field (older universes): nothing to group by.</p></div>')
         card("Pass rate by tool (30 most-exercised gold-chain tools)",
              bar_chart(_rate_rows(runs, lambda r: sorted({f"{c['tool']} ({r[2]})" for c in task_of(r).get("gold_chain", [])}),
-                                  limit=30), names, label_width=230),
+                                  limit=30), names, label_width=260),
              "An episode counts for every tool its task's gold chain calls.")
         calls = {r.label: Counter(row[8] for row in r.episodes) for r in runs}
         xs = list(range(0, max((max(c, default=0) for c in calls.values()), default=0) + 1))

@@ -38,7 +38,7 @@ def graph_layout(tools: Sequence[dict[str, Any]], table_order: Sequence[str]) ->
         groups.setdefault(g, []).append(t)
     order = [g for g in table_order if g in groups] + sorted(g for g in groups if g not in table_order)
     radii = {g: max(40.0, len(groups[g]) * 44 / (2 * math.pi)) for g in order}
-    label_room = 70.0
+    label_room = 95.0
     circumference = sum(2 * (radii[g] + label_room) for g in order)
     big = max(160.0, circumference / (2 * math.pi)) if len(order) > 1 else 0.0
     # An ellipse wider than tall fits the viewer's landscape box better than a circle.
@@ -155,7 +155,7 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[float, str] | None]]], se
     for ri, (label, vals) in enumerate(rows):
         y0 = top + ri * row_h + 4
         out.append(f'<text class="rl" x="{label_width - 8}" y="{_f(y0 + row_h / 2)}" text-anchor="end">'
-                   f'{escape(_clip(label, int(label_width / 7)))}<title>{escape(label)}</title></text>')
+                   f'{escape(_clip(label, int(label_width / 7.6)))}<title>{escape(label)}</title></text>')
         for si, v in enumerate(vals):
             if v is None:
                 continue

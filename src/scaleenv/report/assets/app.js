@@ -161,6 +161,9 @@ function graphView(box, data, tip) {
     const card = tip.parentElement.getBoundingClientRect();
     let x = ev.clientX - card.left + 16, y = ev.clientY - card.top + 16;
     if (x + 470 > card.width) x = Math.max(8, ev.clientX - card.left - 476);
+    // keep the card inside the window: open it upwards near the bottom edge
+    const room = window.innerHeight - (ev.clientY + 16);
+    if (tip.offsetHeight > room) y = Math.max(8 - card.top, ev.clientY - card.top - 16 - tip.offsetHeight);
     tip.style.left = x + "px"; tip.style.top = y + "px";
   };
   nodes.forEach((n, i) => {
