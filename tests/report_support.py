@@ -36,6 +36,15 @@ def universe_with_runs() -> tuple[Path, Path, Path]:
     return u, runs[0], runs[1]
 
 
+def write_site(out: Path) -> str:
+    """``scaleenv report`` of the universe with both runs into ``out``; returns the command's output."""
+    u, r_random, r_oracle = universe_with_runs()
+    res = runner.invoke(app, ["report", str(u), "--results", str(r_random), "--results", str(r_oracle),
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
 def read_data(site: Path, name: str) -> Any:
     """The object a data script hands to ``SE.put``."""
     text = (site / "data" / f"{name}.js").read_text(encoding="utf-8")
