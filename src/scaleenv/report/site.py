@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from collections import Counter
 from dataclasses import dataclass
+from html import escape
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from scaleenv.report.pages import (
 )
 from scaleenv.report.render import (
     episode_html,
+    table,
     tables_html,
     task_family,
     task_html,
@@ -106,7 +108,8 @@ def _check_target(folder: Path, index: Path) -> None:
         raise ReportError(f"{index} is a folder; pick another --out")
 
 
-def _domain_data(u: Universe, name: str) -> tuple[dict[str, Any], list[Any], Counter, int]:
+def _domain_data(u: Universe, name: str, n_tasks: int, link: str) -> tuple[dict[str, Any], list[Any], Counter]:
+    """One domain's data file (graph SVG, tool cards, tables, tests), its overview row and rejections."""
     spec = json.loads(u.spec(name).model_dump_json())
     graph = u.graph(name)
     tests = u.tests(name)
@@ -118,13 +121,12 @@ def _domain_data(u: Universe, name: str) -> tuple[dict[str, Any], list[Any], Cou
     kinds = Counter(x.get("kind", "?") for x in edges)
     rejections = Counter({str(k): int(v) for k, v in (rep.get("rejections") or {}).items()})
     c = tests.get("counts", {})
-    summary = [name, len(spec.get("tables", [])), f"{len(tools)}/{tests.get('tools', len(tools))}", c.get("success", 0),
+    top = rejections.most_common(1)
+    summary = [("html", f'<a href="{link}">{escape(name)}</a>'), len(spec.get("tables", [])), f"{len(tools)}/{tests.get('tools', len(tools))}", c.get("success", 0),
                c.get("anticipated_rejection", 0), c.get("unexpected_failure", 0), len(edges),
-               None, rep.get("attempts", "-"),
-               (lambda top: f"{top[0][0]} ({top[0][1]})" if top else "-")(rejections.most_common(1))]
-    rej_html = ("<table class='compact'><thead><tr><th>reason</th><th>attempts</th></tr></thead><tbody>"
-                + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rejections.most_common())
-                + "</tbody></table>") if rejections else "<p class='muted'>No task attempt was rejected.</p>"
+               n_tasks, rep.get("attempts", "-"), f"{top[0][0]} ({top[0][1]})" if top else "-"]
+    rej_html = (table(["reason", "attempts"], rejections.most_common(), "compact") if rejections
+                else "<p class='muted'>No task attempt was rejected.</p>")
     data = {
         "name": name, "description": spec.get("description", ""), "keywords": spec.get("keywords", []),
         "svg": graph_svg(tools, edges, [t["name"] for t in spec.get("tables", [])]),
@@ -133,7 +135,7 @@ def _domain_data(u: Universe, name: str) -> tuple[dict[str, Any], list[Any], Cou
         "test_counts": c, "rejections": rej_html,
         "attempts": rep.get("attempts"), "accepted": rep.get("accepted"),
     }
-    return data, summary, rejections, len(tools)
+    return data, summary, rejections
 
 
 def _expected_change(u: Universe, task: Any, bases: dict[str, bytes]) -> tuple[list[dict[str, Any]] | None, str | None]:
@@ -250,12 +252,11 @@ def build_site(universe: str | Path, results: list[Path] | None = None, out: str
         task_counts = {d["domain"]: d["tasks"] for d in counts["per_domain"]}
         domain_rows, rejections, side = [], {}, []
         for di, d in enumerate(counts["per_domain"]):
-            data, summary, rej, n_tools = _domain_data(u, d["domain"])
-            summary[0] = ("html", f'<a href="{prefix}domains.html#d={di}">{d["domain"]}</a>')
-            summary[7] = task_counts.get(d["domain"], 0)
+            n_tasks = task_counts.get(d["domain"], 0)
+            data, summary, rej = _domain_data(u, d["domain"], n_tasks, f"{prefix}domains.html#d={di}")
             domain_rows.append(summary)
             rejections[d["domain"]] = rej
-            side.append((di, d["domain"], n_tools, task_counts.get(d["domain"], 0)))
+            side.append((di, d["domain"], len(data["order"]), n_tasks))
             w.data(f"domains/d{di:03d}", data)
         by_id, examples = _write_tasks(u, w)
         for run in runs:
