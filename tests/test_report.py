@@ -86,6 +86,9 @@ def test_task_index_and_details(site):
             assert g.replace("'", "&#x27;").replace('"', "&quot;") in html
         gates = t.verification["gates"]
         assert f"<span>gold</span><b>{gates['gold']}</b>" in html
+        # both runs played it twice; the oracle passed both times
+        assert html.count("trajectories.html#run=") == 2 and "oracle · oracle</a></td><td>" in html
+        assert '<span class="badge ok">2/2 passed</span></td></tr></tbody>' in html
 
 
 def test_expected_change_is_the_gold_chains_diff(site):

@@ -127,6 +127,12 @@ def test_filters_narrow_the_task_list(page, site):
     detail.locator("h2").wait_for()
     assert detail.locator("h2").inner_text() == first.id
     assert "Gold chain" in detail.inner_text() and "s0 = " in detail.locator("pre.chain").inner_text()
+    detail.locator("a", has_text="oracle").click()  # to this task's episodes in the oracle run
+    page.wait_for_url("**/trajectories.html#*")
+    page.wait_for_function("document.body.dataset.ready")
+    page.locator("#detail .detail-head").wait_for()
+    assert page.locator("#count").inner_text().startswith("2 of 16 episodes")
+    assert page.locator("#f-run option:checked").inner_text().startswith("oracle")
     assert page.problems == []
 
 

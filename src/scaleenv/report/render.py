@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
+from urllib.parse import urlencode
 
 from scaleenv.formats.task import Call, chain_to_python
 
@@ -241,8 +242,19 @@ def _gates_html(gates: dict[str, Any]) -> str:
     return '<div class="gates">' + "".join(chips) + "</div>"
 
 
-def task_html(t: dict[str, Any], changes: Sequence[dict[str, Any]] | None, change_error: str | None = None) -> str:
-    """The task browser's detail view of one task (a ``Task.model_dump()`` plus extra fields)."""
+def _outcomes_html(task_id: str, outcomes: Sequence[tuple[int, str, int, int]]) -> str:
+    if not outcomes:
+        return ""
+    rows = [[("html", f'<a href="trajectories.html#{e(urlencode({"run": ri, "task": task_id}))}">{e(label)}</a>'),
+             ("html", badge(f"{ok}/{n} passed", "ok" if ok == n else "bad" if ok == 0 else "warn"))]
+            for ri, label, ok, n in outcomes]
+    return "<section><h3>Rollouts of this task</h3>" + table(["run", "episodes"], rows, "compact") + "</section>"
+
+
+def task_html(t: dict[str, Any], changes: Sequence[dict[str, Any]] | None, change_error: str | None = None,
+              outcomes: Sequence[tuple[int, str, int, int]] = ()) -> str:
+    """The task browser's detail view of one task (a ``Task.model_dump()`` plus extra fields);
+    ``outcomes``: ``(run index, label, passed, episodes)`` per rollout run that played it."""
     d = t.get("difficulty") or {}
     ver = t.get("verification") or {}
     chain = [Call(**c) if isinstance(c, dict) else c for c in t.get("gold_chain", [])]
@@ -283,7 +295,7 @@ def task_html(t: dict[str, Any], changes: Sequence[dict[str, Any]] | None, chang
         f' · attempt {e(t.get("attempt", 0))}</p></section>',
         f'<section><h3>Exercisable tools <span class="muted">{len(t.get("tools", []))}; '
         f'gold-chain tools highlighted</span></h3><div class="chips">{tools}</div></section>',
-        f'<p><a class="btn" href="trajectories.html#task={e(t["id"])}">Episodes of this task →</a></p>',
+        _outcomes_html(t["id"], outcomes),
     ])
 
 

@@ -161,7 +161,22 @@ def _expected_change(u: Universe, task: Any, bases: dict[str, bytes]) -> tuple[l
         w.expected.close()
 
 
-def _write_tasks(u: Universe, w: _Writer) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+def _outcomes(runs: list[Run]) -> dict[str, list[tuple[int, str, int, int]]]:
+    """Per task: ``(run index, run label, passed, episodes)`` for every run that has episodes of it."""
+    out: dict[str, list[tuple[int, str, int, int]]] = {}
+    for r in runs:
+        acc: dict[str, list[int]] = {}
+        for row in r.episodes:
+            a = acc.setdefault(row[1], [0, 0])
+            a[0] += row[5]
+            a[1] += 1
+        for task_id, (ok, n) in acc.items():
+            out.setdefault(task_id, []).append((r.index, r.label, ok, n))
+    return out
+
+
+def _write_tasks(u: Universe, w: _Writer, outcomes: dict[str, list[tuple[int, str, int, int]]]
+                 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     tasks = u.tasks()
     tool_names: dict[str, int] = {}
     vocab: dict[str, dict[str, int]] = {"domain": {}, "family": {}, "tier": {}}
@@ -179,7 +194,7 @@ def _write_tasks(u: Universe, w: _Writer) -> tuple[dict[str, dict[str, Any]], li
             seen_dom.add(t["domain"])
             examples.append(t)
         changes, err = _expected_change(u, task, bases)
-        chunk[t["id"]] = task_html(t, changes, err)
+        chunk[t["id"]] = task_html(t, changes, err, outcomes.get(t["id"], []))
         chain_tools = sorted({tool_names.setdefault(c["tool"], len(tool_names)) for c in t["gold_chain"]})
         d = t.get("difficulty") or {}
         rows.append([t["id"], code("domain", t["domain"]), code("family", task_family(t)), code("tier", task_tier(t)),
@@ -258,9 +273,9 @@ def build_site(universe: str | Path, results: list[Path] | None = None, out: str
             rejections[d["domain"]] = rej
             side.append((di, d["domain"], len(data["order"]), n_tasks))
             w.data(f"domains/d{di:03d}", data)
-        by_id, examples = _write_tasks(u, w)
         for run in runs:
             _write_run(run, w)
+        by_id, examples = _write_tasks(u, w, _outcomes(runs))
         subtitle = f"{u.root.name} · {counts['tasks']:,} tasks"
         home = "../" + index.name if prefix else "index.html"
         pages = {
