@@ -192,14 +192,15 @@ def test_torn_or_missing_trajectories(tmp_path):
     lines = Path(res["trajectories"]).read_text().splitlines()
     copy = tmp_path / "torn.json"
     copy.write_text(json.dumps({**res, "trajectories": str(tmp_path / "torn.trajectories.jsonl")}))
-    (tmp_path / "torn.trajectories.jsonl").write_text("\n".join(lines[:3] + ["{torn", lines[3][:50]]) + "\n")
+    odd = json.dumps({**json.loads(lines[3]), "reward": "1.0", "id": "x#9"})  # parses, but not a record
+    (tmp_path / "torn.trajectories.jsonl").write_text("\n".join(lines[:3] + [odd, "{torn", lines[3][:50]]) + "\n")
     bare = tmp_path / "bare.json"
     bare.write_text(json.dumps({**res, "trajectories": str(tmp_path / "gone.jsonl")}))
     out = tmp_path / "s"
     r = runner.invoke(app, ["report", str(u), "--results", str(copy), "--results", str(bare), "--out", str(out)])
     assert r.exit_code == 0, r.output
     torn = read_data(out, "runs/r0/index")
-    assert len(torn["rows"]) == 3 and torn["skipped_lines"] == 2
+    assert len(torn["rows"]) == 3 and torn["skipped_lines"] == 3
     summary = read_data(out, "runs/r1/index")
     assert not summary["has_messages"] and len(summary["rows"]) == 16
     assert sum(x[8] for x in summary["rows"]) == sum(s["tool_calls"] for s in res["simulations"])

@@ -340,10 +340,10 @@ def conversation_html(messages: Sequence[dict[str, Any]]) -> str:
         if role == "system":
             out.append(f'<details class="msg system"><summary>system prompt</summary><pre>{tx(clip(text))}</pre></details>')
             continue
-        calls = m.get("tool_calls") or []
+        calls = [c for c in (m.get("tool_calls") or []) if isinstance(c, dict)]
         body = f'<div class="bubble">{tx(clip(text))}</div>' if text else ""
         for c in calls:
-            fn = c.get("function") or {}
+            fn = c.get("function") if isinstance(c.get("function"), dict) else {}
             args = _parse_args(fn.get("arguments"))
             res = results.get(c.get("id"))
             used.add(c.get("id"))

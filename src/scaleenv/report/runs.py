@@ -71,11 +71,30 @@ def records(run: Run) -> Iterator[dict[str, Any]]:
             except ValueError:
                 run.skipped_lines += 1
                 continue
-            if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            if not _well_formed(rec):
                 run.skipped_lines += 1
                 continue
             rec.pop("tools", None)  # schemas are the same for every episode of a task: not shown
             yield rec
+
+
+def _well_formed(rec: Any) -> bool:
+    """The fields the viewer reads have the types a trajectory record gives them."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+        return False
+    kinds = {"reward": dict, "timings": dict, "usage": dict, "messages": list}
+    if any(rec.get(k) is not None and not isinstance(rec[k], t) for k, t in kinds.items()):
+        return False
+    if not all(isinstance(m, dict) for m in rec.get("messages") or []):
+        return False
+    try:
+        float((rec.get("reward") or {}).get("score", 0) or 0)
+        float((rec.get("timings") or {}).get("total_s", 0) or 0)
+        for k in ("steps", "tool_calls", "tool_errors", "user_turns"):
+            int(rec.get(k) or 0)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _from_summary(s: dict[str, Any]) -> dict[str, Any]:
