@@ -88,6 +88,7 @@ def domains_body(domains: Sequence[tuple[int, str, int, int]]) -> str:
     return ('<div class="layout"><aside class="side"><h3>Domains</h3>' + side + '</aside><section class="content">'
             '<div id="domain-head"></div>'
             '<div class="card graphcard"><div class="toolbar"><span class="kinds">' + kinds + '</span>'
+            '<span class="nodes-key"><span class="nd read"></span>read tool <span class="nd write"></span>write tool</span>'
             '<input id="tool-search" type="search" placeholder="highlight a tool…">'
             '<button class="btn small" data-zoom="in">+</button><button class="btn small" data-zoom="out">−</button>'
             '<button class="btn small" data-zoom="reset">reset</button></div>'
