@@ -386,24 +386,28 @@ def rollout(
 @app.command()
 def report(
     path: Path = typer.Argument(..., help="A universe directory."),
-    out: Path = typer.Option(Path("report.html"), "--out", help="Where to write the HTML report."),
-    results: Path | None = typer.Option(None, "--results", help="A results.json from `scaleenv rollout` to include."),
+    out: Path = typer.Option(Path("report.html"), "--out",
+                             help="NAME.html: the overview page, with the rest of the site in NAME_files/ beside "
+                                  "it; or a folder for the whole site (index.html inside)."),
+    results: list[Path] = typer.Option([], "--results",
+                                       help="A results.json from `scaleenv rollout` (repeatable: runs side by side)."),
 ) -> None:
-    """Write a self-contained HTML report of a universe (and optionally of rollout results)."""
+    """Write a self-contained static site of a universe: domains (tool graphs, tables, tests), a task
+    browser, trajectories of rollout results and plots. Opens from file://, no network."""
     from scaleenv.errors import ScaleEnvError
-    from scaleenv.report import universe_report
-    from scaleenv.utils.fs import atomic_write_text
+    from scaleenv.report import build_site
 
-    if results is not None and not results.is_file():
-        fail(f"{results} does not exist; pass the results.json written by `scaleenv rollout`")
+    for r in results:
+        if not r.is_file():
+            fail(f"{r} does not exist; pass the results.json written by `scaleenv rollout`")
     try:
-        html = universe_report(path, results)
+        info = build_site(path, results, out)
     except ScaleEnvError as e:
         fail(e)
-    except (ValueError, KeyError) as e:
-        fail(f"cannot read {results}: {e}")
-    atomic_write_text(out, html)
-    typer.echo(f"wrote {out}")
+    except OSError as e:
+        fail(f"cannot write the report to {out}: {e}")
+    typer.echo(f"wrote {info.index} ({info.domains} domains, {info.tasks:,} tasks, {info.episodes:,} episodes; "
+               f"{info.files:,} files in {info.folder})")
 
 
 @app.command()

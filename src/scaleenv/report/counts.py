@@ -1,0 +1,79 @@
+"""Counts of a universe (``inspect``) and its integrity gates re-run (``check``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from scaleenv.universe import Universe
+
+
+def universe_counts(path: str | Path) -> dict[str, Any]:
+    """``{"domains","tables","tools","edges","tasks","per_domain":[...]}``; each per-domain entry also
+    lists its ``task_ids`` (for ``serve --task``, ``rollout --task``)."""
+    u = Universe(path)
+    per = []
+    for d in u.domains:
+        ddir = u.domain_dir(d)
+        if not (ddir / "spec.json").exists():
+            continue
+        spec = u.spec(d)
+        graph = u.graph(d)
+        stats = graph.get("stats", {})
+        task_ids = [t.id for t in u.tasks(d)]
+        n_tasks = len(task_ids)
+        per.append({
+            "domain": d,
+            "tables": len(spec.tables),
+            "tools": len(spec.tools),
+            "edges": stats.get("edges", len(graph.get("edges", []))),
+            "edges_by_kind": stats.get("edges_by_kind", {}),
+            "tasks": n_tasks,
+            "task_ids": task_ids,
+        })
+        if (ddir / "tokens.json").exists():  # LLM back end: token accounting per role, phase and task
+            from scaleenv.universe import read_json
+
+            tok = read_json(ddir / "tokens.json")
+            per[-1]["tokens"] = {k: tok.get(k) for k in ("total", "phase1", "phase2", "per_task", "by_role", "model")}
+    out = {
+        "domains": len(per),
+        "tables": sum(p["tables"] for p in per),
+        "tools": sum(p["tools"] for p in per),
+        "edges": sum(p["edges"] for p in per),
+        "tasks": sum(p["tasks"] for p in per),
+        "per_domain": per,
+    }
+    if any("tokens" in p for p in per):
+        out["tokens"] = {"total_tokens": sum((p.get("tokens") or {}).get("total", {}).get("total_tokens", 0) for p in per)}
+    return out
+
+
+def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
+    """Re-run every gate on every task: gold 1.0, no-op 0, random 0, write-everything hack 0."""
+    from scaleenv.env.cache import TaskWorldCache
+    from scaleenv.errors import UniverseError
+    from scaleenv.synth.tasks.gates import run_gates
+
+    u = Universe(path)
+    seed = u.manifest.get("build", {}).get("seed", 0) if seed is None else seed
+    loader = TaskWorldCache(u)
+    counts = {"tasks": 0, "gold_pass": 0, "noop_zero": 0, "random_zero": 0, "hack_zero": 0}
+    failures: list[dict[str, Any]] = []
+    for d in u.domains:
+        for task in u.tasks(d):
+            counts["tasks"] += 1
+            try:
+                ep = loader.episode(task)
+            except UniverseError as e:
+                failures.append({"task": task.id, "failed": ["load"], "reason": str(e)})
+                continue
+            g = run_gates(ep, task, seed)
+            counts["gold_pass"] += g.gold == 1.0
+            counts["noop_zero"] += g.noop == 0.0
+            counts["random_zero"] += g.random == 0.0
+            counts["hack_zero"] += g.hack == 0.0
+            if not g.passed:
+                failures.append({"task": task.id, "failed": g.failures(), "scores": g.to_json()})
+            ep.close()
+    return {**counts, "failures": failures}
