@@ -14,6 +14,7 @@ from scaleenv.cli import app
 from scaleenv.env.agents import Agent, make_agent
 from scaleenv.env.cache import TaskWorldCache
 from scaleenv.env.core import ToolEnv
+from scaleenv.env.language import spoken
 from scaleenv.env.loop import run_episode, solo_request
 from scaleenv.env.users import ScriptedUser, UserContext, make_user
 from scaleenv.formats.trajectory import STOP
@@ -187,10 +188,10 @@ def test_scripted_user_reveals_withheld_facts_only_when_asked(loader):
         assert not any(str(known[fact]) == tok for tok in opening.replace(",", " ").replace(")", " ").split())
     assert "[ask me]" in opening or not any(str(known[f]) in " ".join(task.user_profile.goals) for f in withheld)
     chatter = asyncio.run(user.reply("I am looking into it now."))
-    assert STOP not in chatter and all(f"My {f} is" not in chatter for f in withheld)
+    assert STOP not in chatter and all(str(known[f]) not in chatter for f in withheld)
     fact = withheld[0]
     answer = asyncio.run(user.reply(f"Could you tell me the {fact}?"))
-    assert f"My {fact} is {known[fact]}" in answer
+    assert f" is {spoken(known[fact])}." in answer
     assert asyncio.run(user.reply("What is your favourite colour?")) == "I don't know that, sorry."
 
 

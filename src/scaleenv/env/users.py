@@ -68,13 +68,14 @@ class User(ABC):
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return str(v)
+    from scaleenv.env.language import spoken
+
+    return spoken(v)
 
 
 def _value_pattern(v: Any) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w.])" + re.escape(_fmt(v)) + r"(?![\w]|\.\d)")
+    forms = sorted({str(v) if not isinstance(v, bool) else _fmt(v), _fmt(v)}, key=len, reverse=True)
+    return re.compile(r"(?<![\w.])(" + "|".join(re.escape(f) for f in forms) + r")(?![\w]|\.\d)")
 
 
 def redact(text: str, values: dict[str, Any]) -> str:
@@ -162,9 +163,10 @@ class ScriptedUser(User):
                      if all(has_words(agent_text, w) for w in d.when)]
         parts += [d.say for d in decisions]
         asked_any = bool(decisions)
+        unknown = False
         for sentence in questions(agent_text):
             asked_any = True
-            facts = [f for f in self.vocab.asked(sentence) if f not in given]
+            facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
             if facts:
@@ -178,11 +180,14 @@ class ScriptedUser(User):
             elif re.search(r"\banything else\b", sentence, re.IGNORECASE):
                 pending = self.recap()
                 parts.append(f"Yes: {pending}" if pending else "No, that's all.")
-            elif "I don't know that, sorry." not in parts:
-                parts.append("I don't know that, sorry.")
+            else:
+                unknown = True
         self.revealed.update(f for f in given if f in self.withheld)
         if given:
-            parts.insert(len(decisions), " ".join(f"My {f} is {_fmt(self.known[f])}." for f in given))
+            said = " ".join(self.vocab.statement(f, _fmt(self.known[f]), self.identity) for f in given)
+            parts.insert(len(decisions), said)
+        elif unknown and not parts:
+            parts.append("I don't know that, sorry.")
         return parts, asked_any
 
     async def reply(self, agent_text: str) -> str:

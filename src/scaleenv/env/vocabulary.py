@@ -156,9 +156,43 @@ class Vocabulary:
         nouns, col = self._nouns_col(fact)
         return nouns, self.column_aliases(col)
 
-    def asked(self, sentence: str) -> list[str]:
-        """The facts one sentence names: by an alias, else by an entity noun and a column word."""
+    def asked(self, sentence: str, context: str = "") -> list[str]:
+        """The facts one sentence names: by an alias, else by an entity noun and a column word (a
+        pronoun -- "what is its name?" -- takes its noun from ``context``, the whole message)."""
         s = norm(sentence)
+        found = self._asked(s)
+        if context and re.search(r"\b(its|their|his|her|it|they|them)\b", s):
+            c = norm(context)
+            for f in self.facts:
+                nouns, cols = self.pairs[f]
+                if f not in found and any(has_phrase(c, n) for n in nouns) and any(has_phrase(s, w) for w in cols):
+                    found.append(f)
+        return found
+
+    def phrase(self, fact: str, mine: Iterable[str] = ()) -> str:
+        """How the user names its fact: ``my email`` (its own), ``my pet's birth date``, ``the reason``."""
+        nouns, col = self._nouns_col(fact)
+        if fact in set(mine) and nouns:
+            return f"my {col}"
+        if nouns:
+            words = norm(fact).split()
+            noun = " ".join(words[: len(words) - len(col.split())])
+            return f"my {noun}'s {col}" if noun else f"my {fact}"
+        return f"the {norm(fact)}"
+
+    def statement(self, fact: str, value: str, mine: Iterable[str] = ()) -> str:
+        """The user stating a fact: "My email is x.", "My pet's name is Rex.", "My appointment is
+        scheduled at 2026-05-10T07:45:00.", "The reason is checkup." """
+        table, col = self.split(fact)
+        if table is not None and re.search(r" (at|on|by)$", col) and fact not in set(mine):
+            words = norm(fact).split()
+            noun = " ".join(words[: len(words) - len(col.split())])
+            if noun:
+                return f"My {noun} is {col} {value}."
+        said = self.phrase(fact, mine)
+        return f"{said[0].upper()}{said[1:]} is {value}."
+
+    def _asked(self, s: str) -> list[str]:
         matched = {f: [a for a in self.aliases[f] if has_phrase(s, a)] for f in self.facts}
         matched = {f: m for f, m in matched.items() if m}
         if matched:
