@@ -184,3 +184,49 @@ def test_progress_ignores_failures_questions_and_chatter():
     assert not p.update("Let me check.")
     assert p.update("The visit is cancelled.") and [o.text for o in p.pending()] == ["What is my balance?"]
     assert p.update("Your balance is $12.50.") and p.finished()
+
+
+def test_content_parts_are_heard_and_scored_end_to_end(loader):
+    """An agent replying with OpenAI content parts (a list, not a string) is heard by the user and
+    its answers count."""
+    u, cache = loader
+    task = next(t for t in u.tasks() if t.answer_facts)
+    env = ToolEnv(task, cache.acquire(task), user=ScriptedUser(), release=lambda ep: cache.release(task, ep))
+    try:
+        env.reset()
+        outputs: list[object] = []
+        for i, call in enumerate(task.gold_chain):
+            outputs.append(env.call(call.tool, resolve_args(call, outputs, i)).value)
+        parts = [{"type": "text", "text": "Your request has been completed."},
+                 *({"type": "text", "text": f"The {f.name.replace('_', ' ')} is {spoken(f.value)}."}
+                   for f in task.answer_facts)]
+        obs, reward, terminated, _, info = env.step({"role": "assistant", "content": parts})
+        assert terminated and info["termination"] == "user_done" and reward == 1.0, env.evaluate().diff
+    finally:
+        env.close()
+
+
+def test_language_defects_finds_the_seams():
+    from scaleenv.env.language import language_defects, polish, self_names
+
+    assert language_defects("Please apply promo code promo code SAVE10.") == ["doubled_word: 'promo code promo code'"]
+    assert language_defects("Reserve a item for me.") == ["article: 'a item'"]
+    assert language_defects("Enroll {student} now.") == ["unfilled_slot: '{student}'"]
+    assert language_defects("It costs None.") == ["unfilled_slot: 'None'"]
+    assert language_defects("Book it with vet VET-0006 at noon.") == []  # a noun and its id
+    persona = "You are Timothy Mitchell."
+    assert self_names(persona) == ["Timothy Mitchell"] and self_names("You are a staff member looking after x.") == []
+    assert language_defects("the points for my owner Timothy Mitchell", self_names=self_names(persona)) == [
+        "self_reference: 'my owner Timothy Mitchell'"]
+    assert polish("Book a express shipment for the plan plan.") == "Book an express shipment for the plan."
+
+
+def test_generated_goals_read_without_seams(loader):
+    from scaleenv.env.language import language_defects, self_names
+
+    u, _ = loader
+    for task in u.tasks():
+        profile = task.user_profile
+        assert len(profile.objectives) == len(profile.goals), task.id
+        for goal in profile.goals:
+            assert language_defects(goal, self_names=self_names(profile.persona)) == [], (task.id, goal)
