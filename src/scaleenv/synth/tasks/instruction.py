@@ -68,16 +68,17 @@ def _canonical_slots(goal: Goal, entities: dict[str, EntityRef]) -> dict[str, An
 
 _NOUN_BEFORE = re.compile(r"(\w+)\s*$")
 _SELF_BEFORE = re.compile(r"\b(I'm|I am|I’m|We're|We are)\s*$")
+_DETERMINER_NOUN = re.compile(r"\b(the|a|an|this|that|my|our|your) [a-z]+\s*$", re.IGNORECASE)
 _ID_BEFORE = re.compile(r"\s+(id|ID|number)\s*$")
 
 
 def _nouns(ref: EntityRef, spec: DomainSpec | None) -> set[str]:
     """The words that name the entity's kind (its singular, entity name and table name)."""
-    names = {ref.singular, human(ref.singular).split()[-1], ref.table, human(ref.table).split()[-1]}
+    names = {ref.singular, *human(ref.singular).split(), ref.table, human(ref.table).split()[-1]}
     if spec is not None:
         entity = (spec.meta.get("entity_names") or {}).get(ref.table)
         if isinstance(entity, str) and entity:
-            names |= {entity, human(entity).split()[-1]}
+            names |= {entity, *human(entity).split()}
     return {n.lower() for n in names} | {"my", "the", "our"}
 
 
@@ -123,6 +124,8 @@ def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: 
         return val.short()
     if prev and prev.group(1).lower() in nouns:
         return _undouble_noun(val.short(), out)
+    if prev and _DETERMINER_NOUN.search(text):  # "The consultation {appointment}": the noun is said
+        return val.short()
     return val.describe()
 
 
