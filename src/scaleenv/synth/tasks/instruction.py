@@ -254,6 +254,9 @@ def past(verb: str) -> str:
     return verb + "ed"
 
 
+_AGGREGATE_ASKS = {"count": ["how many", "number of"], "sum": ["total", "in all"], "total": ["total", "in all"]}
+
+
 def objective_of(goal: Goal, sentence: str, spec: DomainSpec) -> Objective:
     """The goal in the form the scripted user judges: what it asks, the words that say it is done."""
     tool = goal.tool
@@ -270,6 +273,8 @@ def objective_of(goal: Goal, sentence: str, spec: DomainSpec) -> Objective:
         words = tool.name.split("_")
         if words[0] in ("get", "fetch", "lookup", "look", "count", "sum", "total", "show", "find", "list", "view"):
             asks.append(" ".join(words[1:]).replace("up ", "", 1))
+        asks += _AGGREGATE_ASKS.get(words[0], [])
+        asks += [re.sub(r" by \w+$", "", a) for a in asks]  # "total amount by couple": "total amount"
         table = spec.table(tool.returns.table or "")
         col = table.column(goal.answer.split(" ", 1)[-1]) if table is not None else None
         if col is not None and col.enum:
