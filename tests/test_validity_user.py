@@ -230,3 +230,25 @@ def test_generated_goals_read_without_seams(loader):
         assert len(profile.objectives) == len(profile.goals), task.id
         for goal in profile.goals:
             assert language_defects(goal, self_names=self_names(profile.persona)) == [], (task.id, goal)
+
+
+def test_vocabulary_matches_the_domains_words(loader):
+    from scaleenv.env.vocabulary import Vocabulary
+
+    u, _ = loader
+    v = Vocabulary(u.spec("job_seeking"), ["candidate id", "candidate full name", "interview scheduled at",
+                                           "application id", "reason"])
+    assert v.asked("Could you give me your job seeker id?") == ["candidate id"]  # the tools' name for it
+    assert v.asked("What's the reference of the application?") == ["application id"]
+    assert v.asked("When is the interview scheduled?") == ["interview scheduled at"]
+    assert sorted(v.asked("Which job seeker are you? What is your candidate number and full name?")) == [
+        "candidate full name", "candidate id"]
+    assert v.asked("What is the reason?") == ["reason"]
+    assert v.asked("Have you enrolled anywhere?") == []
+    pets = Vocabulary(u.spec("pet_care"), ["pet name", "pet birth date", "owner email"])
+    assert pets.asked("Which pet is it?") == ["pet name", "pet birth date"]
+    assert pets.asked("What is its date of birth?", "Which pet is the visit for? What is its date of birth?") == [
+        "pet birth date"]
+    assert pets.asked("And its name?", "I found two pets. And its name?") == ["pet name"]
+    assert pets.statement("pet birth date", "2017-04-01") == "My pet's birth date is 2017-04-01."
+    assert pets.statement("owner email", "a@b.c", mine=["owner email"]) == "My email is a@b.c."

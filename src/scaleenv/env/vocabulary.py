@@ -207,6 +207,7 @@ class Vocabulary:
             named = any(has_phrase(s, n) for n in nouns)
             col_named = any(has_phrase(s, c) for c in cols)
             is_id = "id" in cols
-            if (named and (col_named or is_id)) or (not nouns and col_named):
+            which = any(has_phrase(s, f"which {n}") or has_phrase(s, f"what {n}") for n in nouns)
+            if (named and (col_named or is_id or which)) or (not nouns and col_named):
                 out.append(f)
         return out
