@@ -91,16 +91,23 @@ def _undouble_noun(text: str, out: list[str]) -> str:
 
 
 def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: EntityRef | None,
-            out: list[str]) -> str:
-    """One entity slot, given the template text before it (``out[-1]`` may lose a redundant noun)."""
+            out: list[str], after: str = "") -> str:
+    """One entity slot, given the template text before it (``out[-1]`` may lose a redundant noun)
+    and after it."""
     prev = _NOUN_BEFORE.search(text)
     nouns = _nouns(val, spec)
     named = bool(val.by) and list(val.by) != ["id"]
     if val is me and val.display and val.row.get(val.display) is not None:
         name = spoken(val.row[val.display])
         mine = val.short().replace(" (", ", ").rstrip(")") if named else name
+        if after.startswith("'s "):  # "{staff_member_id}'s net sales": "my net sales"
+            out[-1] = re.sub(r"\b(my|the|our)\s*$", "", out[-1])
+            return "my\x00"
         if _SELF_BEFORE.search(text) or bare:
             return name
+        if text.rstrip().endswith("(") and text.rstrip()[:-1].rstrip().endswith(name):
+            rest = mine[len(name):].lstrip(", ")  # "Assign Courtney Wilson (phone ...)": the name once
+            return rest or name
         self_noun = re.search(r"\b(I'm|I am|We're|We are)\s+(\w+)\s*$", text)
         if self_noun and self_noun.group(2).lower() in nouns:
             out[-1] = re.sub(r"\s+" + re.escape(self_noun.group(2)) + r"\s*$", " ", out[-1])
@@ -113,9 +120,11 @@ def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: 
         if prev and prev.group(1).lower() in nouns - {"my", "the", "our"}:
             noun = prev.group(1)
             out[-1] = re.sub(r"\b(?:(?:my|the|our|your)\s+)?" + re.escape(noun) + r"\s*$", "", out[-1])
+            if out[-1].rstrip().endswith("("):  # "(customer {customer_id})": "(Jesse Ryan, email ...)"
+                return mine
             return f"my {noun.lower()} ({mine})"
-        if prev and prev.group(1).lower() in ("my", "the", "our"):
-            out[-1] = re.sub(r"\b(my|the|our)\s*$", "", out[-1])
+        if prev and prev.group(1).lower() in ("my", "the", "our", "account"):
+            out[-1] = re.sub(r"\b(my|the|our|account)\s*$", "", out[-1])
         return f"my account ({mine})"
     if bare and val.display and val.row.get(val.display) is not None:
         return _undouble_noun(spoken(val.row[val.display]), out)
@@ -142,12 +151,13 @@ def _fill(template: str, slots: dict[str, Any], spec: DomainSpec | None = None,
         if val is None:
             return None
         if isinstance(val, EntityRef):
-            out.append(_render(val, "".join(out), m.group(1) == val.singular, spec, me, out))
+            out.append(_render(val, "".join(out), m.group(1) == val.singular, spec, me, out,
+                               template[m.end():]))
         else:
             out.append(_undouble_noun(spoken(val), out))
         pos = m.end()
     out.append(template[pos:])
-    return "".join(out)
+    return "".join(out).replace("my\x00's ", "my ")
 
 
 def _attribute(goal: Goal, target: EntityRef | None) -> str:
