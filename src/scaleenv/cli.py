@@ -475,6 +475,40 @@ def serve(
         fail(e)
 
 
+@app.command(epilog="Commands (one per line, typed or piped on stdin): tools | tool NAME | "
+                   "call NAME {JSON} | say TEXT | request | help | done. Example: printf 'tools\\ncall "
+                   "find_owners {\"full_name\": \"Timothy Mitchell\"}\\nsay Done.\\ndone\\n' | "
+                   "scaleenv play universe --task pet_care/00000")
+def play(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    task: str = typer.Option(..., "--task", help="The task to play (an id such as pet_care/00003)."),
+    user: str = typer.Option("scripted", "--user", help="The simulated user: scripted or openai:MODEL."),
+    max_turns: int = typer.Option(50, "--max-turns", min=1, help="Agent actions before the episode is cut."),
+    show_gold: bool = typer.Option(True, "--show-gold/--no-show-gold", help="Show the gold chain at the end."),
+) -> None:
+    """Play one task as the agent: list and call tools, talk to the simulated user, then see the
+    reward and its diff."""
+    import sys as _sys
+
+    from scaleenv.env.users import check_user_spec
+    from scaleenv.errors import ScaleEnvError
+
+    if not path.is_dir():
+        fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
+    try:
+        check_user_spec(user)
+    except ValueError as e:
+        fail(str(e))
+    from scaleenv.env.play import play as play_task
+
+    try:
+        reward = play_task(path, task, user=user, lines=_sys.stdin, show_gold=show_gold,
+                           echo=not _sys.stdin.isatty(), max_turns=max_turns)
+    except ScaleEnvError as e:
+        fail(str(e))
+    raise typer.Exit(0 if reward.get("success") else 1)
+
+
 @app.command()
 def export(
     path: Path = typer.Argument(..., help="A universe directory."),

@@ -249,8 +249,9 @@ class ToolEnv:
         self.episode.reset()
         self._clear(self.seed if seed is None else seed)
         if self.user is not None:
+            # the user gets the conversation and the domain's vocabulary, never the reward or the world
             self.user.reset(UserContext(task=self.task, rng=random.Random(f"user:{self.seed}"),
-                                        goals_met=self._goals_met, max_turns=self.max_user_turns, seed=self.seed))
+                                        max_turns=self.max_user_turns, seed=self.seed, spec=self.spec))
             text = await self._user_says(None)
         else:
             text = solo_request(self.task) if self.mode is Mode.SOLO else self._silent_opening()
@@ -272,7 +273,7 @@ class ToolEnv:
         from scaleenv.env.users import ScriptedUser
 
         user = ScriptedUser()
-        user.reset(UserContext(task=self.task, rng=random.Random(0)))
+        user.reset(UserContext(task=self.task, rng=random.Random(0), spec=self.spec))
         return user.request()
 
     def set_system_prompt(self, text: str | None) -> None:
@@ -454,9 +455,6 @@ class ToolEnv:
             return self._reward[1]
         finally:
             self.timings["eval_s"] += time.perf_counter() - t
-
-    def _goals_met(self) -> bool:
-        return self.evaluate().success
 
     def final_reward(self) -> dict[str, Any]:
         """The reward as JSON; a failed evaluation ends the episode with ``error`` and scores 0."""

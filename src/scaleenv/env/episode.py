@@ -60,6 +60,7 @@ class Episode:
         self.world = World.from_snapshot(spec, initial)
         self.stats = ErrorStats()
         self.said: list[str] = []
+        self._initial_world: World | None = None
 
     def reset(self) -> None:
         """Return to the initial state (deserialize; no re-parsing) and clear statistics."""
@@ -122,7 +123,16 @@ class Episode:
             keys=keys,
             matcher=self.matcher,
             threshold=self.threshold,
+            initial=self.initial_world(),
         )
+
+    def initial_world(self) -> World:
+        """The initial state, read-only (built once: it tells the reward which rows were created)."""
+        if self._initial_world is None:
+            self._initial_world = World.from_snapshot(self.spec, self._initial)
+        return self._initial_world
 
     def close(self) -> None:
         self.world.close()
+        if self._initial_world is not None:
+            self._initial_world.close()

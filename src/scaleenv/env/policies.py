@@ -36,8 +36,12 @@ RANDOM_CALLS = 12
 
 
 def answer_text(task: Task) -> str:
-    """Every answer fact as a sentence (what the oracle tells the user)."""
-    return "\n".join(f"The {f.name} is {f.value}." for f in task.answer_facts)
+    """Every answer fact as a sentence (what the oracle tells the user), after a report that the
+    requested changes are done when the task asks for any."""
+    facts = [f"The {f.name} is {f.value}." for f in task.answer_facts]
+    writes = any(o.kind == "write" for o in task.user_profile.objectives) or (
+        not task.user_profile.objectives and len(task.user_profile.goals) > len(task.answer_facts))
+    return "\n".join((["Your request has been completed."] if writes or not facts else []) + facts)
 
 
 class OracleAgent(Agent):
@@ -76,8 +80,7 @@ class OracleAgent(Agent):
         self._step += 1
         if not self._said:
             self._said = True
-            facts = answer_text(self.ctx.task)
-            return text_message(facts or "Your request has been completed.")
+            return text_message(answer_text(self.ctx.task))
         return text_message(STOP)
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import random
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from scaleenv.env.agents import EndpointOptions
 from scaleenv.errors import ProviderError
+from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP
 
@@ -26,12 +26,14 @@ class UserError(ProviderError):
 
 @dataclass
 class UserContext:
+    """What a simulated user is given: its task (profile and goals), the domain's vocabulary (the
+    spec, never a world) and its limits. It never sees the reward."""
+
     task: Task
-    rng: random.Random
-    goals_met: Callable[[], bool] = lambda: False
-    """Whether the world and what the agent said already satisfy the task (the reward's verdict)."""
+    rng: random.Random | None
     max_turns: int = 10
     seed: int = 0
+    spec: DomainSpec | None = None
 
 
 @dataclass
@@ -66,50 +68,14 @@ class User(ABC):
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return str(v)
+    from scaleenv.env.language import spoken
+
+    return spoken(v)
 
 
 def _value_pattern(v: Any) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w.])" + re.escape(_fmt(v)) + r"(?![\w]|\.\d)")
-
-
-_GENERIC = {"at", "on", "of", "id", "date", "name", "time", "status", "type", "the", "a", "for", "to", "in", "by"}
-_QUESTION = re.compile(
-    r"\?|\b(please (provide|give|tell|share|confirm|send)|could you|can you|would you|may i|what|which|when|"
-    r"need|tell me|let me know)\b")
-
-
-def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"[^a-z0-9]+", " ", text.lower().replace("_", " "))).strip()
-
-
-def fact_phrases(fact: str) -> list[str]:
-    """Ways an agent may ask about a fact: ``owner email`` -> [owner email, email];
-    ``appointment scheduled at`` -> [appointment scheduled at, appointment scheduled, scheduled]."""
-    words = _norm(fact).split()
-    out: list[str] = []
-
-    def add(ws: list[str]) -> None:
-        while ws and ws[-1] in ("at", "on", "of", "in", "by"):
-            ws = ws[:-1]
-        p = " ".join(ws)
-        if ws and p not in out and not (len(ws) == 1 and (ws[0] in _GENERIC or len(ws[0]) < 3)):
-            out.append(p)
-
-    add(list(words))
-    if len(words) >= 2:
-        add(words[1:])
-    return out
-
-
-def asked_facts(text: str, facts: list[str]) -> list[str]:
-    """The facts an agent message asks about (only if the message reads as a question or request)."""
-    norm = " " + _norm(text) + " "
-    if not _QUESTION.search(text.lower()):
-        return []
-    return [f for f in facts if any(f" {p} " in norm for p in fact_phrases(f))]
+    forms = sorted({str(v) if not isinstance(v, bool) else _fmt(v), _fmt(v)}, key=len, reverse=True)
+    return re.compile(r"(?<![\w.])(" + "|".join(re.escape(f) for f in forms) + r")(?![\w]|\.\d)")
 
 
 def redact(text: str, values: dict[str, Any]) -> str:
@@ -123,13 +89,17 @@ def redact(text: str, values: dict[str, Any]) -> str:
 
 
 class ScriptedUser(User):
-    """Deterministic user driven by the task's profile.
+    """Deterministic user driven by the task's profile and the conversation alone.
 
     - Opens with its request (persona and goals; withheld values are replaced by ``[ask me]``).
-    - Answers questions about facts it knows; reveals withheld facts only when asked about them;
-      says it does not know anything else.
-    - Ends with the stop marker when its goals are met (the reward says so) or its turns run out,
-      or after ``patience`` agent messages in a row that neither ask it anything nor finish the job.
+    - Answers questions about the facts it knows, matched through the domain's vocabulary
+      (:class:`~scaleenv.env.vocabulary.Vocabulary`); "what is your id?" gets the facts that
+      identify it; reveals withheld facts only when asked about them; a confirmation question gets
+      a yes, a decision point of its profile gets its decision; anything else it does not know.
+    - Judges, from what the agent says, which goals were reported done (or answered)
+      (:class:`~scaleenv.env.judge.Progress`), and recaps only the others.
+    - Ends with the stop marker once every goal was reported done, when its turns run out, or
+      after ``patience`` agent messages in a row that neither ask it anything nor report progress.
     """
 
     name = "scripted"
@@ -138,21 +108,43 @@ class ScriptedUser(User):
         self.patience = patience
 
     def reset(self, ctx: UserContext) -> None:
+        from scaleenv.env.judge import Progress, objectives_of
+        from scaleenv.env.vocabulary import Vocabulary
+
         super().reset(ctx)
         profile = ctx.task.user_profile
         self.known: dict[str, Any] = dict(profile.known)
         self.withheld = [w for w in profile.withheld if w in self.known]
         self.revealed: set[str] = set()
         self.idle = 0
+        self.vocab = Vocabulary(ctx.spec, list(self.known))
+        self.identity = [f for f in profile.identity if f in self.known] or self._identity_guess()
+        self.progress = Progress(objectives_of(ctx.task))
+
+    def _identity_guess(self) -> list[str]:
+        """Older profiles name no identity: the facts about the persona's entity (its first noun)."""
+        facts = list(self.known)
+        if not facts:
+            return []
+        table = self.vocab.split(facts[0])[0]
+        return [f for f in facts if table is not None and self.vocab.split(f)[0] == table and f not in self.withheld]
+
+    def _hidden(self) -> dict[str, Any]:
+        return {w: self.known[w] for w in self.withheld if w not in self.revealed}
 
     def request(self) -> str:
         profile = self.ctx.task.user_profile
         goals = list(profile.goals) or [self.ctx.task.instruction]
-        hidden = {w: self.known[w] for w in self.withheld if w not in self.revealed}
+        hidden = self._hidden()
         body = " ".join(redact(g, hidden) for g in goals)
         persona = profile.persona.strip()
         intro = re.sub(r"^You are\b", "Hi, I am", persona) if persona else "Hi."
         return f"{intro} {body}".strip()
+
+    def recap(self) -> str:
+        """The goals not yet reported done, as the user first said them."""
+        hidden = self._hidden()
+        return " ".join(redact(o.text, hidden) for o in self.progress.pending())
 
     async def opening(self) -> str:
         self.turns += 1
@@ -161,23 +153,70 @@ class ScriptedUser(User):
     def _stop(self, text: str) -> str:
         return f"{text} {STOP}"
 
+    def answer(self, agent_text: str) -> tuple[list[str], bool]:
+        """What the user says to the questions in ``agent_text``, and whether it asked any."""
+        from scaleenv.env.judge import asks_identity, is_confirmation, questions
+
+        parts: list[str] = []
+        given: list[str] = []
+        decisions = [d for d in self.ctx.task.user_profile.decisions
+                     if all(has_words(agent_text, w) for w in d.when)]
+        parts += [d.say for d in decisions]
+        asked_any = bool(decisions)
+        unknown = False
+        for sentence in questions(agent_text):
+            asked_any = True
+            facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
+            if not facts and asks_identity(sentence):
+                facts = [f for f in self.identity if f not in given]
+            if facts:
+                given += facts
+                continue
+            if decisions:
+                continue
+            if is_confirmation(sentence):
+                if "Yes, please go ahead." not in parts:
+                    parts.append("Yes, please go ahead.")
+            elif re.search(r"\banything else\b", sentence, re.IGNORECASE):
+                pending = self.recap()
+                parts.append(f"Yes: {pending}" if pending else "No, that's all.")
+            else:
+                unknown = True
+        self.revealed.update(f for f in given if f in self.withheld)
+        if given:
+            said = " ".join(self.vocab.statement(f, _fmt(self.known[f]), self.identity) for f in given)
+            parts.insert(len(decisions), said)
+        elif unknown and not parts:
+            parts.append("I don't know that, sorry.")
+        return parts, asked_any
+
     async def reply(self, agent_text: str) -> str:
         self.turns += 1
-        if self.ctx.goals_met():
-            return self._stop("Thank you, that is everything I needed.")
-        asked = asked_facts(agent_text, list(self.known))
         if self.turns > self.ctx.max_turns:
             return self._stop("I have to go now.")
-        if asked:
+        moved = self.progress.update(agent_text)
+        if self.progress.finished():
+            return self._stop("Thank you, that is everything I needed.")
+        parts, asked = self.answer(agent_text)
+        if asked or moved:
             self.idle = 0
-            self.revealed.update(a for a in asked if a in self.withheld)
-            return " ".join(f"My {a} is {_fmt(self.known[a])}." for a in asked)
-        self.idle += 1
-        if self.idle > self.patience:
-            return self._stop("This is not getting anywhere; goodbye.")
-        if _QUESTION.search(agent_text.lower()):
-            return "I don't have any other details. " + self.request().replace("Hi, I am", "I am", 1)
-        return "That does not finish my request yet. To recap: " + self.request().replace("Hi, I am", "I am", 1)
+        else:
+            self.idle += 1
+            if self.idle > self.patience:
+                return self._stop("This is not getting anywhere; goodbye.")
+        if moved and not parts:
+            parts.append(f"Thanks. I still need this: {self.recap()}")
+        elif not parts:
+            parts.append(f"That does not finish my request yet. I still need this: {self.recap()}")
+        return " ".join(parts)
+
+
+def has_words(text: str, phrase: str) -> bool:
+    """Whether ``text`` holds ``phrase`` as whole words (case, punctuation and plurals aside)."""
+    from scaleenv.env.vocabulary import has_phrase, norm, with_plurals
+
+    t = norm(text)
+    return any(has_phrase(t, p) for p in with_plurals([norm(phrase)]))
 
 
 DEFAULT_USER_PROMPT = (

@@ -4,25 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
-class AnswerFact(BaseModel):
-    """A value the agent must state. ``name`` says what it is (for diffs and instructions)."""
-
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    value: Any
-
-
 class _Record(BaseModel):
     """A task part whose optional fields are left out of its JSON while unset (so older files
-    round-trip byte for byte)."""
+    round-trip byte for byte): ``OPTIONAL_FIELDS`` while ``None``, ``EMPTY_FIELDS`` while empty."""
 
     model_config = ConfigDict(extra="forbid")
     OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ()
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     @model_serializer(mode="wrap")
     def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -30,18 +23,63 @@ class _Record(BaseModel):
         for key in self.OPTIONAL_FIELDS:
             if data.get(key) is None:
                 data.pop(key, None)
+        for key in self.EMPTY_FIELDS:
+            if key in data and not data[key]:
+                data.pop(key)
         return data
+
+
+class AnswerFact(_Record):
+    """A value the agent must state. ``name`` says what it is (for diffs and instructions).
+
+    ``rivals`` are the values look-alike records hold for the same attribute: the fact is not
+    stated when the agent's text also asserts one of them (listing every candidate's value fails).
+    """
+
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("rivals",)
+    name: str
+    value: Any
+    rivals: list[Any] = Field(default_factory=list)
+
+
+class Objective(_Record):
+    """One goal of the user, in a form the scripted user can judge from the conversation alone.
+
+    ``kind`` ``write``: something to do; the user counts it done when the agent reports it done
+    (a sentence with one of ``done_words``, or naming the goal by ``subject``, without a failure).
+    ``kind`` ``read``: a question; answered when the agent states a value next to one of ``asks``
+    (the attribute's names). ``text`` is the goal as the user says it.
+    """
+
+    kind: Literal["read", "write"]
+    text: str
+    asks: list[str] = Field(default_factory=list)
+    done_words: list[str] = Field(default_factory=list)
+    subject: list[str] = Field(default_factory=list)
+
+
+class Decision(_Record):
+    """A decision point: when the agent's message holds every word of one ``when`` phrase list
+    (e.g. ``["promo code", "rejected"]``), the user answers ``say``."""
+
+    when: list[str]
+    say: str
 
 
 class UserProfile(_Record):
     """What the simulated user knows and wants. ``known`` maps a fact's name to its value; the facts
     named in ``withheld`` are given only when the agent asks for them."""
 
-    model_config = ConfigDict(extra="forbid")
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("objectives", "identity", "decisions")
     persona: str = ""
     goals: list[str] = Field(default_factory=list)
     known: dict[str, Any] = Field(default_factory=dict)
     withheld: list[str] = Field(default_factory=list)
+    objectives: list[Objective] = Field(default_factory=list)
+    """The goals, structured (one per entry of ``goals``, same order); empty in older task files."""
+    identity: list[str] = Field(default_factory=list)
+    """The known facts that identify the user (what "what is your id?" gets)."""
+    decisions: list[Decision] = Field(default_factory=list)
 
 
 class Difficulty(_Record):

@@ -1,8 +1,16 @@
-"""Answer facts: values an agent must state to the user for read goals."""
+"""Answer facts: values an agent must state to the user for read goals.
+
+Matching is fair to the ways people write values: numbers by value (``$1,234.50``), dates and
+datetimes in the common spoken and written forms (``2026-06-26 10:00``, "June 26, 2026 at 10am",
+"26 June 2026"), enum values with spaces (``no_show`` as "no show"). And it discriminates: a fact
+whose ``rivals`` (the values look-alike records hold) are also asserted is not stated.
+"""
 
 from __future__ import annotations
 
 import re
+from datetime import date, datetime, time
+from typing import Any
 
 from rapidfuzz import fuzz
 
@@ -12,12 +20,24 @@ from scaleenv.reward.match import normalize_text
 _NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 """A number that stands alone: the digits of an id such as ``O002`` or ``#W1000007`` are not numbers."""
 
-
-
-
 _WORDS = {w: float(i) for i, w in enumerate(
-    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])}
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])}
 _NUM_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
+
+_MONTHS = {m: i + 1 for i, m in enumerate(
+    ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+     "november", "december"])}
+_MONTH_RE = r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|" \
+            r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_TIME_RE = r"(?:\s*(?:,|at|@|T)?\s*(?P<h>\d{1,2})(?::(?P<mi>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<ap>[ap]\.?m\.?)?(?![\w:]))?"
+_DATE_FORMS = [
+    re.compile(r"(?<!\d)(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})" + _TIME_RE, re.IGNORECASE),
+    re.compile(r"\b" + _MONTH_RE + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y>\d{4})" + _TIME_RE, re.IGNORECASE),
+    re.compile(r"(?<!\d)(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r",?\s+(?P<y>\d{4})" + _TIME_RE,
+               re.IGNORECASE),
+]
+_ISO_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$")
 
 
 def _numbers(text: str) -> list[float]:
@@ -30,14 +50,60 @@ def _numbers(text: str) -> list[float]:
     return out
 
 
-def fact_stated(fact: AnswerFact, text: str) -> bool:
-    """Whether ``text`` (what the agent told the user) states ``fact``'s value.
+def _month(tok: str) -> int:
+    tok = tok.lower().rstrip(".")
+    return next(n for name, n in _MONTHS.items() if name.startswith(tok[:3]))
 
-    Numbers match by value (``$1,234.50`` states 1234.5); text matches case-insensitively as a whole
-    word or phrase (``no`` is not stated by ``nothing``), or fuzzily when the value is long enough
-    for a near match to be meaningful.
-    """
-    v = fact.value
+
+def stated_datetimes(text: str) -> list[tuple[date, time | None]]:
+    """Every date in ``text`` (ISO, "June 26, 2026", "26 June 2026"), each with the time written
+    right after it, if any (``10:00``, ``10:00:00``, "at 10am", ``T10:00``)."""
+    out: list[tuple[date, time | None]] = []
+    for form in _DATE_FORMS:
+        for m in form.finditer(text):
+            g = m.groupdict()
+            try:
+                month = int(g["m"]) if g.get("m") else _month(g["mon"])
+                day = date(int(g["y"]), month, int(g["d"]))
+            except (ValueError, StopIteration):
+                continue
+            at: time | None = None
+            if g.get("h") is not None and (g.get("mi") is not None or g.get("ap")):
+                hour = int(g["h"])
+                ap = (g.get("ap") or "").lower().replace(".", "")
+                if ap == "pm" and hour < 12:
+                    hour += 12
+                elif ap == "am" and hour == 12:
+                    hour = 0
+                try:
+                    at = time(hour, int(g.get("mi") or 0), int(g.get("s") or 0))
+                except ValueError:
+                    at = None
+            out.append((day, at))
+    return out
+
+
+def _iso_value(v: Any) -> tuple[date, time | None] | None:
+    if not isinstance(v, str) or not _ISO_VALUE.match(v.strip()):
+        return None
+    s = v.strip().replace(" ", "T")
+    try:
+        if "T" in s:
+            dt = datetime.fromisoformat(s)
+            return dt.date(), dt.time()
+        return date.fromisoformat(s), None
+    except ValueError:
+        return None
+
+
+def _spaced(s: str) -> str:
+    """Enum spellings folded: ``no_show``, ``no-show`` and "No show" are the same words."""
+    return re.sub(r"\s+", " ", re.sub(r"[_\-]+", " ", s)).strip()
+
+
+def value_stated(value: Any, text: str, *, fuzzy: bool = True) -> bool:
+    """Whether ``text`` states ``value`` (no rival check): see :func:`fact_stated`."""
+    v = value
     if isinstance(v, bool):
         v = "yes" if v else "no"
     if isinstance(v, int | float):
@@ -45,9 +111,43 @@ def fact_stated(fact: AnswerFact, text: str) -> bool:
         if float(v).is_integer() and 0 <= v <= 20:
             nums += [_WORDS[w.lower()] for w in _NUM_WORD.findall(text)]
         return any(abs(n - float(v)) <= 0.005 + 1e-9 * abs(float(v)) for n in nums)
+    when = _iso_value(v)
+    if when is not None:
+        day, at = when
+        for got_day, got_at in stated_datetimes(text):
+            if got_day == day and (at is None or got_at == at or (got_at is None and at == time(0))):
+                return True
+        return False
     needle, hay = normalize_text(str(v)), normalize_text(text)
     if not needle:
         return True
     if needle in hay and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", hay):
         return True
-    return len(needle) >= 12 and fuzz.partial_ratio(needle, hay) >= 92
+    spaced_needle, spaced_hay = _spaced(needle), _spaced(hay)
+    if spaced_needle != needle and re.search(r"(?<!\w)" + re.escape(spaced_needle) + r"(?!\w)", spaced_hay):
+        return True
+    return fuzzy and len(needle) >= 12 and fuzz.partial_ratio(needle, hay) >= 92
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool | str):
+        return abs(float(a) - float(b)) <= 0.005
+    return normalize_text(str(a)) == normalize_text(str(b))
+
+
+def fact_stated(fact: AnswerFact, text: str) -> bool:
+    """Whether ``text`` (what the agent told the user) states ``fact``'s value and none of its rivals.
+
+    Numbers match by value (``$1,234.50`` states 1234.5); dates and datetimes by value in the usual
+    written forms; text matches case-insensitively as a whole word or phrase (``no`` is not stated by
+    ``nothing``; ``no_show`` is stated by "no show"), or fuzzily when the value is long enough for a
+    near match to be meaningful. A text that also asserts a rival value (one a look-alike record
+    holds for the same attribute) does not state the fact: listing every candidate's value fails.
+    """
+    if not value_stated(fact.value, text):
+        return False
+    rest = text
+    if isinstance(fact.value, str) and _iso_value(fact.value) is None and fact.value.strip():
+        # a rival that is part of the value ("Rex" in "Rex Junior") is not asserted by the value itself
+        rest = re.sub(re.escape(fact.value.strip()), " ", text, flags=re.IGNORECASE)
+    return not any(value_stated(r, rest, fuzzy=False) for r in fact.rivals if not _same(r, fact.value))

@@ -53,6 +53,110 @@ def _fmt(v: Any) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
+def _fk_tables(final: World) -> dict[tuple[str, str], str]:
+    """(table, column) -> the table a foreign-key column refers to."""
+    return {(t.name, c.name): c.foreign_key.partition(".")[0] for t in final.spec.tables for c in t.columns
+            if c.foreign_key}
+
+
+def _table_order(final: World) -> list[str]:
+    """Tables parents first, so created parents are paired before the rows that refer to them."""
+    deps = {t.name: {c.foreign_key.partition(".")[0] for c in t.columns if c.foreign_key} - {t.name}
+            for t in final.spec.tables}
+    order: list[str] = []
+    while deps:
+        ready = sorted(t for t, d in deps.items() if not d - set(order))
+        if not ready:  # a reference cycle: keep the rest in name order
+            ready = sorted(deps)
+        order.extend(ready)
+        for t in ready:
+            deps.pop(t)
+    return order
+
+
+class _Cells:
+    """Cell comparison by each column's match policy, with references to created rows followed
+    through the pairing of created rows."""
+
+    def __init__(self, final: World, matcher: Matcher, threshold: float):
+        self.columns = {(t.name, c.name): c for t in final.spec.tables for c in t.columns}
+        self.pk = {t.name: t.primary_key for t in final.spec.tables}
+        self.fk = _fk_tables(final)
+        self.matcher = matcher
+        self.threshold = threshold
+        self.pairs: dict[str, dict[Any, Any]] = {}
+        """table -> expected created key -> the final key it is paired with"""
+
+    def checked(self, table: str, col: str) -> bool:
+        spec_col = self.columns.get((table, col))
+        return col != self.pk.get(table) and (spec_col is None or spec_col.match != "exempt")
+
+    def mismatch(self, table: str, col: str, want: Any, got: Any) -> str | None:
+        """``None`` when the cell matches, else the diff line's tail."""
+        spec_col = self.columns.get((table, col))
+        ref = self.fk.get((table, col))
+        if ref is not None and ref in self.pairs and want in self.pairs[ref]:
+            want = self.pairs[ref][want]
+        policy = spec_col.match if spec_col is not None else "exact"
+        if policy == "semantic" and want is not None and got is not None:
+            sim = self.matcher(str(want), str(got))
+            if sim >= self.threshold:
+                return None
+            return f"expected ~{_fmt(want)}, got {_fmt(got)} (similarity {sim:.2f})"
+        if same_value(want, got, spec_col.type if spec_col is not None else "text"):
+            return None
+        return f"expected {_fmt(want)}, got {_fmt(got)}"
+
+    def row_mismatches(self, table: str, want: Mapping[str, Any], got: Mapping[str, Any]) -> list[tuple[str, str]]:
+        return [(col, why) for col, w in want.items() if self.checked(table, col)
+                and (why := self.mismatch(table, col, w, got.get(col))) is not None]
+
+
+def _pair_created(cells: _Cells, table: str, want: dict[Any, dict[str, Any]], got: dict[Any, dict[str, Any]]
+                  ) -> dict[Any, Any]:
+    """Pair expected created rows with final created rows by content (the matched columns), not by
+    their generated ids: fewest mismatched cells first, ties by key order (deterministic)."""
+    scored = []
+    for i, (wk, wrow) in enumerate(sorted(want.items(), key=lambda kv: _sort(kv[0]))):
+        for j, (gk, grow) in enumerate(sorted(got.items(), key=lambda kv: _sort(kv[0]))):
+            n = len(cells.row_mismatches(table, wrow, grow))
+            scored.append((n, wk != gk, i, j, wk, gk))
+    scored.sort(key=lambda s: s[:4])
+    pairs: dict[Any, Any] = {}
+    used: set[Any] = set()
+    for n, _, _, _, wk, gk in scored:
+        if wk in pairs or gk in used:
+            continue
+        checked = sum(1 for c in want[wk] if cells.checked(table, c))
+        if checked and n >= checked:  # nothing in common: not the same row
+            continue
+        pairs[wk] = gk
+        used.add(gk)
+    return pairs
+
+
+def _created_keys(final: World, expected: World, initial: World | None, keys: Mapping[str, Iterable[Any]] | None,
+                  changes: Mapping[str, list[Any]]) -> dict[str, set[Any]]:
+    """Per table, the keys in scope of rows created during the episode (in either world)."""
+    if initial is None:
+        return {t: {ch.key for ch in chs if ch.kind in ("added", "removed")} for t, chs in changes.items()}
+    out: dict[str, set[Any]] = {}
+    for table in final.table_names:
+        if keys is not None:
+            scope = set(keys.get(table, ()))
+        else:
+            scope = {r[final.primary_key(table)] for r in final.rows(table)}
+            scope |= {r[expected.primary_key(table)] for r in expected.rows(table)}
+        new = {k for k in scope if initial.row(table, k) is None}
+        if new:
+            out[table] = new
+    return out
+
+
+def _sort(k: Any) -> tuple[int, str]:
+    return (0, f"{k:020d}") if isinstance(k, int) else (1, str(k))
+
+
 def compute_reward(
     final: World,
     expected: World,
@@ -62,47 +166,65 @@ def compute_reward(
     keys: Mapping[str, Iterable[Any]] | None = None,
     matcher: Matcher = fuzzy_similarity,
     threshold: float = DEFAULT_THRESHOLD,
+    initial: World | None = None,
 ) -> Reward:
     """Score ``final`` against ``expected``.
 
     ``keys`` limits the comparison to those primary keys (the rows touched by the gold chain or
     the agent); without it the whole database is compared. ``said`` is everything the agent told
     the user, checked against ``answer_facts``.
+
+    Rows created during the episode are paired with the expected created rows by content (their
+    matched columns), not by their generated ids, and references to created rows follow that
+    pairing: two independent inserts made in the other order still match. A created row is one
+    whose key is not in ``initial`` (without it: a key that only one of the two worlds holds).
     """
-    columns = {(t.name, c.name): c for t in final.spec.tables for c in t.columns}
+    cells = _Cells(final, matcher, threshold)
     diff: list[str] = []
     rows_bad = 0
-    cells_checked = cells_bad = 0
-    changes = expected.diff(final, keys)
-    for ch in changes:
-        where = f"{ch.table}[{ch.key!r}]"
-        if ch.kind == "added":
+    cells_bad = 0
+    by_table: dict[str, list[Any]] = {}
+    for ch in expected.diff(final, keys):
+        by_table.setdefault(ch.table, []).append(ch)
+    created = _created_keys(final, expected, initial, keys, by_table)
+    tables = set(by_table) | {t for t, ks in created.items() if ks}
+    order = [t for t in _table_order(final) if t in tables]
+    for table in order:
+        changes = by_table.get(table, [])
+        want = {k: r for k in created.get(table, ()) if (r := expected.row(table, k)) is not None}
+        got = {k: r for k in created.get(table, ()) if (r := final.row(table, k)) is not None}
+        pairs = _pair_created(cells, table, want, got) if want and got else {}
+        cells.pairs[table] = pairs
+        paired_final = set(pairs.values())
+        for k in sorted(want.keys() - pairs.keys(), key=_sort):
             rows_bad += 1
-            diff.append(f"{where}: unexpected row written (extra write)")
-            continue
-        if ch.kind == "removed":
+            diff.append(f"{table}[{k!r}]: expected row is missing")
+        for k in sorted(got.keys() - paired_final, key=_sort):
             rows_bad += 1
-            diff.append(f"{where}: expected row is missing")
-            continue
-        row_bad = False
-        for col, (want, got) in ch.columns.items():
-            spec_col = columns.get((ch.table, col))
-            policy = spec_col.match if spec_col is not None else "exact"
-            if policy == "exempt":
+            diff.append(f"{table}[{k!r}]: unexpected row written (extra write)")
+        for ch in changes:
+            where = f"{table}[{ch.key!r}]"
+            if ch.key in want or ch.key in got:
+                continue  # a created row: compared through the pairing
+            if ch.kind == "added":
+                rows_bad += 1
+                diff.append(f"{where}: unexpected row written (extra write)")
                 continue
-            cells_checked += 1
-            if policy == "semantic" and want is not None and got is not None:
-                sim = matcher(str(want), str(got))
-                if sim >= threshold:
-                    continue
-                diff.append(f"{where}.{col}: expected ~{_fmt(want)}, got {_fmt(got)} (similarity {sim:.2f})")
-            else:
-                if same_value(want, got, spec_col.type if spec_col is not None else "text"):
-                    continue
-                diff.append(f"{where}.{col}: expected {_fmt(want)}, got {_fmt(got)}")
-            cells_bad += 1
-            row_bad = True
-        rows_bad += row_bad
+            if ch.kind == "removed":
+                rows_bad += 1
+                diff.append(f"{where}: expected row is missing")
+                continue
+            bad = [(c, why) for c, (w, g) in ch.columns.items() if cells.checked(table, c)
+                   and (why := cells.mismatch(table, c, w, g)) is not None]
+            cells_bad += len(bad)
+            rows_bad += bool(bad)
+            diff.extend(f"{where}.{c}: {why}" for c, why in bad)
+        for wk, gk in sorted(pairs.items(), key=lambda kv: _sort(kv[0])):
+            bad = cells.row_mismatches(table, want[wk], got[gk])
+            where = f"{table}[{wk!r}]" if wk == gk else f"{table}[{wk!r} as {gk!r}]"
+            cells_bad += len(bad)
+            rows_bad += bool(bad)
+            diff.extend(f"{where}.{c}: {why}" for c, why in bad)
     facts = list(answer_facts)
     facts_ok = 0
     for f in facts:

@@ -7,7 +7,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from scaleenv.env.language import article, polish, spoken
 from scaleenv.formats.domain import DomainSpec, ToolSpec
+from scaleenv.formats.task import Objective
 
 
 def human(name: str) -> str:
@@ -24,21 +26,26 @@ class EntityRef:
     by: dict[str, Any] = field(default_factory=dict)
 
     display: str | None = None
+    owner_word: str = "my"
+    """How the user speaks of its own records: ``my`` (a customer), ``the`` (a member of staff)."""
 
     def short(self) -> str:
         """The entity without its noun: ``Rex (birth date 2017-09-03)`` or ``APT-0081``."""
         if not self.by or list(self.by) == ["id"]:
             return str(self.row["id"])
         name = self.row.get(self.display) if self.display else None
-        facts = ", ".join(f"{human(k)} {v}" for k, v in self.by.items() if k != self.display)
-        if name and facts:
-            return f"{name} ({facts})"
-        return str(name) if name else facts
+        facts = ", ".join(f"{human(k)} {spoken(v)}" for k, v in self.by.items() if k != self.display)
+        if name is not None and facts:
+            return f"{spoken(name)} ({facts})"
+        return spoken(name) if name is not None else facts
 
     def describe(self) -> str:
         if not self.by or list(self.by) == ["id"]:
             return f"{human(self.singular)} {self.row['id']}"
-        return f"my {human(self.singular)} {self.short()}"
+        short, noun = self.short(), human(self.singular)
+        if short.lower().startswith(noun.lower() + " "):  # "Sprint 49" needs no "sprint" before it
+            return f"{self.owner_word} {short}"
+        return f"{self.owner_word} {noun} {short}"
 
 
 @dataclass
@@ -49,10 +56,10 @@ class Goal:
     answer: str | None = None
 
 
-def _canonical_slots(goal: Goal, entities: dict[str, EntityRef]) -> dict[str, EntityRef | str]:
-    slots: dict[str, EntityRef | str] = {}
+def _canonical_slots(goal: Goal, entities: dict[str, EntityRef]) -> dict[str, Any]:
+    slots: dict[str, Any] = {}
     for name, value in goal.args.items():
-        slots[name] = goal.refs.get(name) or str(value)
+        slots[name] = goal.refs.get(name) or value
     for ref in entities.values():
         slots.setdefault(ref.singular, ref)
         slots.setdefault(f"{ref.singular}_id", ref)
@@ -60,57 +67,148 @@ def _canonical_slots(goal: Goal, entities: dict[str, EntityRef]) -> dict[str, En
 
 
 _NOUN_BEFORE = re.compile(r"(\w+)\s*$")
+_SELF_BEFORE = re.compile(r"\b(I'm|I am|I’m|We're|We are)\s*$")
+_DETERMINER_NOUN = re.compile(r"\b(the|a|an|this|that|my|our|your) [a-z]+\s*$", re.IGNORECASE)
+_ID_BEFORE = re.compile(r"\s+(id|ID|number)\s*$")
 
 
-def _fill(template: str, slots: dict[str, EntityRef | str]) -> str:
-    """Fill ``{slot}``s; an entity right after its own noun ("pet {pet_id}") is rendered without it."""
-    out, pos = [], 0
+def _nouns(ref: EntityRef, spec: DomainSpec | None) -> set[str]:
+    """The words that name the entity's kind (its singular, entity name and table name)."""
+    names = {ref.singular, *human(ref.singular).split(), ref.table, human(ref.table).split()[-1]}
+    if spec is not None:
+        entity = (spec.meta.get("entity_names") or {}).get(ref.table)
+        if isinstance(entity, str) and entity:
+            names |= {entity, *human(entity).split()}
+    return {n.lower() for n in names} | {"my", "the", "our"}
+
+
+def _undouble_noun(text: str, out: list[str]) -> str:
+    """Drop the template's noun when the value starts with it ("sprint {name}" with "Sprint 01")."""
+    prev = _NOUN_BEFORE.search(out[-1]) if out else None
+    if prev and text.lower().startswith(prev.group(1).lower() + " "):
+        out[-1] = out[-1][: len(out[-1].rstrip()) - len(prev.group(1))]
+    return text
+
+
+def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: EntityRef | None,
+            out: list[str], after: str = "") -> str:
+    """One entity slot, given the template text before it (``out[-1]`` may lose a redundant noun)
+    and after it."""
+    prev = _NOUN_BEFORE.search(text)
+    nouns = _nouns(val, spec)
+    named = bool(val.by) and list(val.by) != ["id"]
+    if val is me and val.display and val.row.get(val.display) is not None:
+        name = spoken(val.row[val.display])
+        mine = val.short().replace(" (", ", ").rstrip(")") if named else name
+        if after.startswith("'s "):  # "{staff_member_id}'s net sales": "my net sales"
+            out[-1] = re.sub(r"\b(my|the|our)\s*$", "", out[-1])
+            return "my\x00"
+        if _SELF_BEFORE.search(text) or bare:
+            return name
+        if text.rstrip().endswith("(") and text.rstrip()[:-1].rstrip().endswith(name):
+            rest = mine[len(name):].lstrip(", ")  # "Assign Courtney Wilson (phone ...)": the name once
+            return rest or name
+        self_noun = re.search(r"\b(I'm|I am|We're|We are)\s+(\w+)\s*$", text)
+        if self_noun and self_noun.group(2).lower() in nouns:
+            out[-1] = re.sub(r"\s+" + re.escape(self_noun.group(2)) + r"\s*$", " ", out[-1])
+            return name
+        if text.endswith("("):
+            return mine
+        if _ID_BEFORE.search(text):
+            out[-1] = _ID_BEFORE.sub("", out[-1]) + " "
+            return mine
+        if prev and prev.group(1).lower() in nouns - {"my", "the", "our"}:
+            noun = prev.group(1)
+            out[-1] = re.sub(r"\b(?:(?:my|the|our|your)\s+)?" + re.escape(noun) + r"\s*$", "", out[-1])
+            if out[-1].rstrip().endswith("("):  # "(customer {customer_id})": "(Jesse Ryan, email ...)"
+                return mine
+            return f"my {noun.lower()} ({mine})"
+        if prev and prev.group(1).lower() in ("my", "the", "our", "account"):
+            out[-1] = re.sub(r"\b(my|the|our|account)\s*$", "", out[-1])
+        return f"my account ({mine})"
+    if bare and val.display and val.row.get(val.display) is not None:
+        return _undouble_noun(spoken(val.row[val.display]), out)
+    if named and _ID_BEFORE.search(text):  # "Patient id {patient_id}" for a patient named by facts
+        out[-1] = _ID_BEFORE.sub("", out[-1]) + " "
+        return val.short()
+    if prev and prev.group(1).lower() in nouns:
+        return _undouble_noun(val.short(), out)
+    if prev and _DETERMINER_NOUN.search(text):  # "The consultation {appointment}": the noun is said
+        return val.short()
+    return val.describe()
+
+
+def _fill(template: str, slots: dict[str, Any], spec: DomainSpec | None = None,
+          me: EntityRef | None = None) -> str | None:
+    """Fill ``{slot}``s; an entity right after a noun of its own ("pet {pet_id}", "statement
+    {bill_id}") is rendered without it; the user itself (``me``) by its name. ``None`` when a slot
+    has no value (the phrasing does not fit this goal)."""
+    out: list[str] = []
+    pos = 0
     for m in re.finditer(r"\{(\w+)\}", template):
-        before = template[pos : m.start()]
-        out.append(before)
+        out.append(template[pos : m.start()])
         val = slots.get(m.group(1))
+        if val is None:
+            return None
         if isinstance(val, EntityRef):
-            prev = _NOUN_BEFORE.search("".join(out))
-            bare = m.group(1) == val.singular
-            if bare and val.display and val.row.get(val.display):
-                out.append(str(val.row[val.display]))
-            elif prev and prev.group(1).lower() in (val.singular, human(val.singular).split()[-1], "my", "the", "our"):
-                out.append(val.short())
-            else:
-                out.append(val.describe())
+            out.append(_render(val, "".join(out), m.group(1) == val.singular, spec, me, out,
+                               template[m.end():]))
         else:
-            out.append(val if val is not None else human(m.group(1)))
+            out.append(_undouble_noun(spoken(val), out))
         pos = m.end()
     out.append(template[pos:])
-    return "".join(out)
+    return "".join(out).replace("my\x00's ", "my ")
 
 
-def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec) -> str:
+def _attribute(goal: Goal, target: EntityRef | None) -> str:
+    """The attribute a read goal asks about, without its entity's noun ("loyalty points")."""
+    words = human(goal.answer or "").split()
+    if target is not None and len(words) > 1 and words[0] in (target.singular, human(target.singular)):
+        words = words[1:]
+    elif target is not None and words[: len(human(target.singular).split())] == human(target.singular).split():
+        words = words[len(human(target.singular).split()):] or words
+    return " ".join(words)
+
+
+def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec,
+                  me: EntityRef | None = None) -> str:
+    """The goal as the user says it: one of the tool's phrasings that fits, else a plain sentence."""
     tool = goal.tool
     slots = _canonical_slots(goal, entities)
     phrasings = list(tool.meta.get("phrasings") or [])
     if phrasings:
-        return _fill(phrasings[rng.randrange(len(phrasings))], slots)
+        start = rng.randrange(len(phrasings))
+        for i in range(len(phrasings)):
+            text = _fill(phrasings[(start + i) % len(phrasings)], slots, spec, me)
+            if text is not None:
+                return polish(text)
     fam = tool.meta.get("family")
     target = next((r for p, r in goal.refs.items()), None)
-    what = target.describe() if target else "it"
+    mine = target is not None and target is me
+    what = "my account" if mine else (target.describe() if target else "it")
     literal = {k: v for k, v in goal.args.items() if k not in goal.refs}
     if fam == "update":
-        col = tool.meta.get("column", "value")
-        new = next(iter(literal.values()), "")
-        return rng.choice([f"Please change the {human(col)} of {what} to {new}.",
-                           f"I need the {human(col)} on {what} updated to {new}."])
+        col = human(tool.meta.get("column", "value"))
+        new = spoken(next(iter(literal.values()), ""))
+        if mine:
+            return polish(rng.choice([f"Please change my {col} to {new}.", f"I need my {col} updated to {new}."]))
+        return polish(rng.choice([f"Please change the {col} of {what} to {new}.",
+                                  f"I need the {col} on {what} updated to {new}."]))
     if fam == "create":
-        details = ", ".join(f"{human(k)}: {v}" for k, v in literal.items())
+        details = ", ".join(f"{human(k)}: {spoken(v)}" for k, v in literal.items())
         ent = human(tool.meta.get("entity_singular") or tool.name.split("_", 1)[-1])
-        return rng.choice([f"I'd like to add a new {ent} ({details}).", f"Please register a new {ent} with {details}."])
+        return polish(rng.choice([f"I'd like to add {article('new ' + ent)} ({details}).",
+                                  f"Please register {article('new ' + ent)} with {details}."]))
     if fam == "delete":
-        return f"Please delete {what}."
+        return polish(f"Please delete {what}.")
     if goal.answer:
-        return rng.choice([f"Can you tell me the {human(goal.answer)} of {what}?",
-                           f"I'd like to know the {human(goal.answer)} for {what}."])
-    details = ", ".join(f"{human(k)} {v}" for k, v in literal.items())
-    return f"{tool.description.rstrip('.')} for {what}" + (f" ({details})." if details else ".")
+        attr = _attribute(goal, target)
+        if mine:
+            return polish(rng.choice([f"Can you tell me my {attr}?", f"I'd like to know my {attr}."]))
+        return polish(rng.choice([f"Can you tell me the {attr} of {what}?",
+                                  f"I'd like to know the {attr} for {what}."]))
+    details = ", ".join(f"{human(k)} {spoken(v)}" for k, v in literal.items())
+    return polish(f"{tool.description.rstrip('.')} for {what}" + (f" ({details})." if details else "."))
 
 
 def _lower_first(s: str) -> str:
@@ -120,11 +218,92 @@ def _lower_first(s: str) -> str:
     return s[0].lower() + s[1:]
 
 
+_PERSON_COLUMNS = {"email", "phone", "phone_number", "username", "full_name", "date_of_birth", "birth_date"}
+_PERSON_NOUNS = {"customer", "user", "member", "patient", "client", "owner", "guest", "passenger", "subscriber",
+                 "student", "candidate", "investor", "account", "profile", "couple", "seller", "buyer", "patron",
+                 "traveller", "traveler", "instructor", "supporter", "job_seeker"}
+
+
+def is_person(spec: DomainSpec, ref: EntityRef) -> bool:
+    """Whether the entity is someone who would speak for themself (a customer, a member)."""
+    table = spec.table(ref.table)
+    cols = {c.name for c in table.columns} if table is not None else set()
+    entity = (spec.meta.get("entity_names") or {}).get(ref.table, "")
+    return bool(cols & _PERSON_COLUMNS) or ref.singular in _PERSON_NOUNS or entity in _PERSON_NOUNS
+
+
+def persona_of(spec: DomainSpec, root: EntityRef | None) -> str:
+    """Who the user is: the customer themself, or a member of staff who looks after the record."""
+    if root is None:
+        return ""
+    name = root.row.get(root.display) if root.display else None
+    if name and is_person(spec, root):
+        return f"You are {str(name).rstrip('.')}."
+    noun = human((spec.meta.get("entity_names") or {}).get(root.table) or root.singular)
+    label = f"{noun} {name}" if name else f"{noun} {root.row['id']}"
+    return f"You are a staff member looking after the {label}."
+
+
+_VERB_PAST = {"pay": "paid", "set": "set", "put": "put", "send": "sent", "make": "made", "buy": "bought",
+              "sell": "sold", "hold": "held", "give": "given", "take": "taken", "write": "written", "run": "run",
+              "freeze": "frozen", "unfreeze": "unfrozen", "shut": "shut", "split": "split", "bid": "bid"}
+_FAMILY_DONE = {"update": ["updated", "changed", "set to", "is now"], "create": ["created", "added", "registered",
+                "booked", "scheduled", "placed", "opened"], "delete": ["deleted", "removed"]}
+
+
+def past(verb: str) -> str:
+    """The past participle of a regular verb, or of the few irregular ones tools use."""
+    if verb in _VERB_PAST:
+        return _VERB_PAST[verb]
+    if verb.endswith("e"):
+        return verb + "d"
+    if re.search(r"[^aeiou]y$", verb):
+        return verb[:-1] + "ied"
+    if re.search(r"[^aeiou][aeiou][bdgmnpt]$", verb) and len(verb) <= 4:
+        return verb + verb[-1] + "ed"
+    return verb + "ed"
+
+
+_AGGREGATE_ASKS = {"count": ["how many", "number of"], "sum": ["total", "in all"], "total": ["total", "in all"]}
+
+
+def objective_of(goal: Goal, sentence: str, spec: DomainSpec) -> Objective:
+    """The goal in the form the scripted user judges: what it asks, the words that say it is done."""
+    tool = goal.tool
+    target = next(iter(goal.refs.values()), None)
+    subject: list[str] = []
+    if target is not None:
+        subject = [human(target.singular)]
+        entity = (spec.meta.get("entity_names") or {}).get(target.table)
+        if isinstance(entity, str) and human(entity) not in subject:
+            subject.append(human(entity))
+    if goal.answer:
+        attr = _attribute(goal, target)
+        asks = [human(goal.answer), attr]
+        words = tool.name.split("_")
+        if words[0] in ("get", "fetch", "lookup", "look", "count", "sum", "total", "show", "find", "list", "view"):
+            asks.append(" ".join(words[1:]).replace("up ", "", 1))
+        asks += _AGGREGATE_ASKS.get(words[0], [])
+        asks += [re.sub(r" by \w+$", "", a) for a in asks]  # "total amount by couple": "total amount"
+        table = spec.table(tool.returns.table or "")
+        col = table.column(goal.answer.split(" ", 1)[-1]) if table is not None else None
+        if col is not None and col.enum:
+            asks += [human(v) for v in col.enum]  # every value: says it was answered, not how
+        return Objective(kind="read", text=sentence, asks=[a for a in dict.fromkeys(asks) if a])
+    done = list(_FAMILY_DONE.get(tool.meta.get("family", ""), []))
+    if tool.meta.get("to"):
+        done.append(human(str(tool.meta["to"])))
+    verb = str(tool.meta.get("verb") or tool.name.split("_")[0]).split("_")[0]
+    done.append(past(verb))
+    return Objective(kind="write", text=sentence, done_words=list(dict.fromkeys(done)), subject=subject)
+
+
 def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str, EntityRef], goals: list[Goal],
                     withheld_n: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
     """The instruction (for the simulated user) and the user profile (what the user knows)."""
     known: dict[str, Any] = {}
-    persona_keys = set()
+    persona_keys: set[str] = set()
+    identity: set[str] = set()
     for ref in entities.values():
         if ref.display and ref.row.get(ref.display) is not None:
             known[f"{human(ref.singular)} {human(ref.display)}"] = ref.row[ref.display]
@@ -132,33 +311,29 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
                 persona_keys.add(f"{human(ref.singular)} {human(ref.display)}")
         for k, v in ref.by.items():
             known[f"{human(ref.singular)} {human(k)}"] = v
+            if ref is root:
+                identity.add(f"{human(ref.singular)} {human(k)}")
     for g in goals:
         for k, v in g.args.items():
             if k not in g.refs:
                 known[human(k)] = v
-    sentences = [goal_sentence(g, entities, rng, spec) for g in goals]
+    me = root if root is not None and is_person(spec, root) and root.display and root.row.get(root.display) else None
+    if root is not None and me is None:
+        for ref in entities.values():
+            ref.owner_word = "the"  # a member of staff speaks of the records it looks after
+    sentences = [goal_sentence(g, entities, rng, spec, me) for g in goals]
     # A withheld fact must not already be spelled out in the goals the user states.
     said = " ".join(sentences)
     candidates = sorted(k for k in known if not k.endswith(" id") and k not in persona_keys
-                        and str(known[k]) not in said)
+                        and str(known[k]) not in said and spoken(known[k]) not in said)
     rng.shuffle(candidates)
     withheld = sorted(candidates[:withheld_n])
-    persona = ""
-    if root is not None:
-        name = root.row.get(root.display) if root.display else None
-        table = spec.table(root.table)
-        person = table is not None and any(c.name in ("email", "phone", "phone_number") for c in table.columns)
-        if name and person:
-            persona = f"You are {name}."
-        elif name:
-            persona = f"You are responsible for the {human(root.singular)} {name}."
-        else:
-            persona = f"You are the {human(root.singular)} {root.row['id']}."
+    persona = persona_of(spec, root)
     connectors = ["", "Then, ", "After that, ", "Finally, "]
     body = " ".join(
         (connectors[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences)
     )
-    facts = "; ".join(f"{k}: {v}" for k, v in sorted(known.items()))
+    facts = "; ".join(f"{k}: {spoken(v)}" for k, v in sorted(known.items()))
     instruction = f"{persona} {body}".strip()
     if facts:
         instruction += f" Facts you know: {facts}."
@@ -169,5 +344,8 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
         "known": known,
         "withheld": withheld,
         "goals": sentences,
+        "objectives": [objective_of(g, s, spec).model_dump(mode="json") for g, s in zip(goals, sentences,
+                                                                                         strict=True)],
+        "identity": sorted(k for k in persona_keys | identity if k in known),
     }
     return instruction, profile

@@ -1,0 +1,129 @@
+"""How a simulated user judges a conversation: which of its goals the agent reported done or
+answered, which sentences are questions, confirmations or identity checks.
+
+The judgement reads only what the agent said and the user's own goals (never the world or the
+reward), so a policy cannot probe the reward through the user: replies to a fixed transcript are
+the same whether the work was really done or the stated values are right.
+"""
+
+from __future__ import annotations
+
+import re
+
+from scaleenv.env.vocabulary import has_phrase, norm
+from scaleenv.formats.task import Objective, Task
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_QUESTION_WORDS = re.compile(
+    r"^\s*(what|which|when|where|who|whose|how|could|can|would|will|may|shall|should|do|does|did|is|are|was|"
+    r"have|has)\b|\b(please (provide|give|tell|share|confirm|send|verify|state|spell|let me know)|could you|can you|would you|"
+    r"may i|tell me|let me know|i need (your|the)|i('ll| will) need)\b", re.IGNORECASE)
+_CONFIRM = re.compile(
+    r"\b(shall i|should i|do you want me to|would you like me to|want me to|can you confirm|could you confirm|"
+    r"please confirm|confirm (that|this|the|whether|if)|is (that|this|it) (right|correct|ok|okay)|"
+    r"(ok|okay|alright) to|may i (go ahead|proceed)|go ahead|proceed|are you sure|do you confirm)\b", re.IGNORECASE)
+_IDENTITY = re.compile(
+    r"\b(your (id|identifier|account|number|reference|details|name|customer|membership|user ?name)|who are you|"
+    r"identify|verify|verification|look you up|find you|your record)\b", re.IGNORECASE)
+_DONE = re.compile(
+    r"\b(done|completed?|all set|taken care of|successfully|success|has been|have been|is now|are now|now (is|are|"
+    r"has|shows?)|went through|processed|finished|updated|changed|cancell?ed|"
+    r"booked|created|added|registered|recorded|marked|scheduled|placed|set to|confirmed)\b", re.IGNORECASE)
+_FAIL = re.compile(
+    r"\b(could not|couldn't|cannot|can't|can not|unable|failed|fails|not possible|wasn't able|was not able|"
+    r"weren't able|error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
+    r"no longer possible|impossible|refused|rejected the request)\b", re.IGNORECASE)
+_BLANKET = re.compile(
+    r"\b(your (whole )?requests?|everything|all (of )?(it|that|them|this|your requests?|the changes?|done|set)|"
+    r"all done|that's done|both|each of)\b", re.IGNORECASE)
+_VALUE = re.compile(r"\d|\b(is|are|was|were|has|have|equals?)\b|:")
+
+
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text or "") if s and s.strip()]
+
+
+def is_question(sentence: str) -> bool:
+    return sentence.rstrip().endswith("?") or bool(_QUESTION_WORDS.search(sentence))
+
+
+def questions(text: str) -> list[str]:
+    """The sentences of ``text`` that ask the user something."""
+    return [s for s in sentences(text) if is_question(s)]
+
+
+def is_confirmation(sentence: str) -> bool:
+    """A yes/no check before acting ("Shall I go ahead?", "Can you confirm the date?")."""
+    return bool(_CONFIRM.search(sentence))
+
+
+def asks_identity(sentence: str) -> bool:
+    """A question about who the user is ("What is your id?", "Can I have your details?")."""
+    return bool(_IDENTITY.search(sentence))
+
+
+def _mentions(sentence_norm: str, phrases: list[str]) -> bool:
+    return any(p and has_phrase(sentence_norm, norm(p)) for p in phrases)
+
+
+class Progress:
+    """Which objectives the agent has reported done (write) or answered (read), by its words alone."""
+
+    def __init__(self, objectives: list[Objective]):
+        self.objectives = objectives
+        self.done = [False] * len(objectives)
+
+    def pending(self) -> list[Objective]:
+        return [o for o, d in zip(self.objectives, self.done, strict=True) if not d]
+
+    def finished(self) -> bool:
+        return bool(self.objectives) and all(self.done)
+
+    def update(self, agent_text: str) -> bool:
+        """Mark what ``agent_text`` reports; whether anything new was reported."""
+        before = sum(self.done)
+        for sentence in sentences(agent_text):
+            if sentence.rstrip().endswith("?") or _FAIL.search(sentence):
+                continue
+            s = norm(sentence)
+            open_ = [i for i, d in enumerate(self.done) if not d]
+            reads = [i for i in open_ if self.objectives[i].kind == "read"]
+            writes = [i for i in open_ if self.objectives[i].kind == "write"]
+            answered = [i for i in reads if _mentions(s, self.objectives[i].asks) and _VALUE.search(sentence)]
+            for i in answered:
+                self.done[i] = True
+            if not _DONE.search(sentence) and not any(_mentions(s, self.objectives[i].done_words) for i in writes):
+                if not answered and len(reads) == 1 and re.search(r"\d", sentence) and not writes:
+                    self.done[reads[0]] = True  # the one open question, answered with a number or date
+                continue
+            if _BLANKET.search(sentence):
+                named = writes  # "your request has been completed": every change reported done
+            else:
+                named = [i for i in writes if _mentions(s, self.objectives[i].done_words)
+                         or _mentions(s, self.objectives[i].subject)]
+                if not named and not answered and _DONE.search(sentence):
+                    named = writes  # "Done." with nothing more specific said
+            for i in named:
+                self.done[i] = True
+        return sum(self.done) > before
+
+
+def objectives_of(task: Task) -> list[Objective]:
+    """The task's structured goals; for older task files, one per stated goal (a question when it
+    reads as one, its answer named by the task's answer facts)."""
+    profile = task.user_profile
+    if profile.objectives:
+        return list(profile.objectives)
+    goals = list(profile.goals) or [task.instruction]
+    names = [f.name for f in task.answer_facts]
+    out = []
+    for g in goals:
+        read = g.rstrip().endswith("?") or bool(re.match(r"\s*(how|what|which|can you tell|i'd like to know)", g,
+                                                         re.IGNORECASE))
+        if read:
+            asks = [n.replace("_", " ") for n in names]
+            asks += [" ".join(a.split()[1:]) for a in asks if len(a.split()) > 1]
+            out.append(Objective(kind="read", text=g, asks=asks))
+        else:
+            out.append(Objective(kind="write", text=g))
+    return out
