@@ -103,3 +103,31 @@ def test_fresh_unique_never_appends_digits() -> None:
     assert clone["email"] != row["email"] and not re.search(r"\d", clone["email"])
     again = fresh_unique(PEOPLE, clone, rng, taken)
     assert again["email"] not in (row["email"], clone["email"]), "a clone's look-alike avoids the original too"
+
+
+def test_mend_rows_makes_task_rows_obey_the_invariants() -> None:
+    from scaleenv.synth.procedural.blueprint import catalog
+    from scaleenv.synth.procedural.derive import derive_spec
+    from scaleenv.synth.procedural.domain import seed_world
+    from scaleenv.synth.tasks.state import mend_rows
+    from scaleenv.world.invariants import check_world
+
+    bp = catalog()["football"]
+    spec = derive_spec(bp, 0)
+    w = seed_world(spec, bp, 0)
+    player = w.row("players", w.conn.execute("SELECT id FROM players WHERE status != 'retired' LIMIT 1").fetchone()[0])
+    fixture = w.row("fixtures", w.conn.execute("SELECT id FROM fixtures WHERE status = 'scheduled' LIMIT 1")
+                    .fetchone()[0])
+    twin = {**player, "id": "PLY-0900"}                                  # same club, same shirt number
+    late = {**fixture, "id": "FIX-0900", "kickoff_at": "2026-05-17T15:00:00"}  # "scheduled" a month ago
+    played = {**fixture, "id": "FIX-0901", "status": "played"}           # played, but no score
+    before = w.state_hash()
+    assert mend_rows(w, "players", [twin], random.Random(0)) == 1
+    assert mend_rows(w, "fixtures", [late, played], random.Random(0)) >= 2
+    assert w.state_hash() == before, "mending leaves the world untouched"
+    assert twin["shirt_number"] != player["shirt_number"] and 1 <= twin["shirt_number"] <= 99
+    assert late["kickoff_at"] == "2026-06-15T15:00:00"
+    assert played["goals_for"] is not None or played["kickoff_at"][:10] <= "2026-06-15"
+    w.load_rows("players", [twin])
+    w.load_rows("fixtures", [late])
+    assert check_world(w) == []

@@ -156,7 +156,6 @@ def fresh_value(column: str, like: Any, rng: random.Random, taken: Collection[An
 
     Returns ``like`` unchanged only for types it cannot vary (booleans, JSON, None).
     """
-    fake = fake or _faker(rng)
     name = column.lower()
     check: Callable[[Any], bool] = lambda v: v not in taken and v != like  # noqa: E731
     if isinstance(like, bool) or like is None or isinstance(like, dict | list):
@@ -172,13 +171,18 @@ def fresh_value(column: str, like: Any, rng: random.Random, taken: Collection[An
     s = str(like)
     if "@" in s or "email" in name:
         person = _row_person(row) if row else None
+        if person and len(person.split()) == 1 or not person:
+            fake = fake or _faker(rng)
         if person and len(person.split()) == 1:
-            person = f"{person} {fake.last_name()}"  # a first name alone has too few spellings
+            person = f"{person} {fake.last_name()}"  # type: ignore[union-attr]  # a first name has too few spellings
         for _ in range(8):
-            v = email_for_name(person or fake.name(), rng, set(taken) | {s}, usual=False)
+            if person is None:
+                fake = fake or _faker(rng)
+            v = email_for_name(person or fake.name(), rng, set(taken) | {s}, usual=False)  # type: ignore[union-attr]
             if v is not None:
                 return v
             person = None
+        fake = fake or _faker(rng)
         return email_for_name(fake.name() + " " + fake.last_name(), rng, taken) or s
     if _DATE.match(s):
         from scaleenv.utils.dates import shift_iso
@@ -194,6 +198,7 @@ def fresh_value(column: str, like: Any, rng: random.Random, taken: Collection[An
             if check(v):
                 return v
         return s
+    fake = fake or _faker(rng)
     for _ in range(attempts):
         v = _another_text(name, s, fake, rng)
         if check(v):

@@ -117,6 +117,21 @@ class Entity(_M):
     unique_together: list[list[str]] = Field(default_factory=list)
 
 
+def entity_rules(ent: Entity) -> list[RowRule]:
+    """The entity's declared ``rules`` plus those its generators imply: a ``{date_after: [col, lo, hi]}``
+    column (lo >= 0) never lies before ``col`` (a return date after its start)."""
+    out = list(ent.rules)
+    names = {r.name for r in out}
+    for c in ent.columns:
+        if isinstance(c.gen, dict) and set(c.gen) == {"date_after"} and float(c.gen["date_after"][1]) >= 0:
+            base = c.gen["date_after"][0]
+            name = f"{c.name}_not_before_{base}"
+            if name not in names:
+                out.append(RowRule(name=name, check=f'"{c.name}" IS NULL OR "{base}" IS NULL OR "{c.name}" >= "{base}"',
+                                   description=f"{c.name.replace('_', ' ')} is not before {base.replace('_', ' ')}"))
+    return out
+
+
 class OpParam(_M):
     name: str
     type: ParamType = "string"

@@ -21,7 +21,7 @@ from scaleenv.formats.domain import (
     Table,
     ToolSpec,
 )
-from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity, Operation
+from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity, Operation, entity_rules
 from scaleenv.synth.procedural.invariants import blueprint_invariants
 
 MIN_TOOLS, MAX_TOOLS = 25, 70
@@ -285,7 +285,7 @@ class _Deriver:
                     sql=f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, finals))}) FROM "{ent.name}" '
                         f"WHERE id = :{key}",
                     error="invalid_status", message=f"This {_human(s)} is closed and can no longer be changed."))
-        if ent.rules:
+        if entity_rules(ent):
             row = ", ".join(f":new_{c.name} AS {_q(c.name)}" if x.name == c.name else _q(x.name)
                             for x in [BlueprintColumn(name="id"), *ent.columns])
             pre += _rule_contracts(ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}",
@@ -346,7 +346,7 @@ class _Deriver:
         for col in {**lc.future_in, **lc.past_in}:
             clock_pre += _clock_contracts(ent, col, f'(SELECT "{col}" FROM "{ent.name}" WHERE id = :{key})',
                                           [t.to], generated)
-        if ent.rules:
+        if entity_rules(ent):
             after = {lc.column: _lit(t.to)}
             for col, val in t.set.items():
                 after[col] = f":auto_{col}" if val in ("now", "today") else _lit(val)
@@ -486,7 +486,7 @@ def _rule_contracts(ent: Entity, source: str, generated: dict[str, Generated]) -
     """Preconditions that the row a tool is about to write obeys the entity's ``rules``: each rule
     is evaluated over ``source``, a one-row subquery aliased as the entity's table."""
     out = []
-    for i, r in enumerate(ent.rules):
+    for i, r in enumerate(entity_rules(ent)):
         cond = f"COALESCE(({r.check}), 0)"
         if r.when:
             cond = f"(NOT COALESCE(({r.when}), 0) OR {cond})"

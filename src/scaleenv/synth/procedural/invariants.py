@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from scaleenv.formats.domain import Invariant
-from scaleenv.synth.procedural.blueprint import Blueprint, Entity
+from scaleenv.synth.procedural.blueprint import Blueprint, Entity, entity_rules
 from scaleenv.world.ddl import quote_ident, sql_literal
 
 
@@ -26,7 +26,7 @@ def entity_invariants(ent: Entity) -> list[Invariant]:
         out.append(Invariant(name=f"{t}.{d.column}_derived", kind="derived", table=t, column=d.column, expr=d.expr,
                              depends_on=list(d.depends_on),
                              description=d.description or f"{d.column} is computed from its rows"))
-    for i, r in enumerate(ent.rules):
+    for i, r in enumerate(entity_rules(ent)):
         out.append(Invariant(name=r.name and f"{t}.{r.name}" or f"{t}.rule_{i + 1}", kind="row", table=t,
                              check=r.check, when=r.when, description=r.description or r.check))
     for group in ent.unique_together:
