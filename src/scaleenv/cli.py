@@ -214,14 +214,38 @@ def check(
     if as_json:
         _emit(result)
     else:
-        typer.echo(
-            f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, noop_zero {result['noop_zero']}, "
-            f"random_zero {result['random_zero']}, hack_zero {result['hack_zero']}, "
-            f"failures {len(result['failures'])}"
-        )
+        zeros = ", ".join(f"{k} {v}" for k, v in result.items() if k.endswith("_zero"))
+        typer.echo(f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, {zeros}, "
+                   f"failures {len(result['failures'])}")
         for f in result["failures"][:20]:
             typer.echo(f"  {f['task']}: {', '.join(f['failed'])}")
     if result["failures"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def audit(
+    path: Path = typer.Argument(..., help="A universe directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print the defect counts and examples as JSON."),
+) -> None:
+    """Every task-validity check on every task: defect counts per class with examples; exit 1 on any."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.synth.audit import audit_universe
+
+    try:
+        result = audit_universe(path).to_json()
+    except ScaleEnvError as e:
+        fail(str(e))
+    if as_json:
+        _emit(result)
+    else:
+        typer.echo(f"{result['tasks']} tasks ({result['answer_tasks']} answer tasks, "
+                   f"{result['zero_answer_tasks']} with a zero answer): {result['defects']} defects")
+        for cls, n in result["counts"].items():
+            typer.echo(f"  {cls}: {n}")
+            for ex in result["examples"].get(cls, [])[:3]:
+                typer.echo(f"    {ex['task']}: {ex['detail']}")
+    if result["defects"]:
         raise typer.Exit(1)
 
 

@@ -10,11 +10,21 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 
 class AnswerFact(BaseModel):
-    """A value the agent must state. ``name`` says what it is (for diffs and instructions)."""
+    """A value the agent must state. ``name`` says what it is (for diffs and instructions);
+    ``rivals`` are the values look-alike records hold for the same attribute (stating one of them
+    as well is not an answer). Left out of the JSON when empty."""
 
     model_config = ConfigDict(extra="forbid")
     name: str
     value: Any
+    rivals: list[Any] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_rivals(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not data.get("rivals"):
+            data.pop("rivals", None)
+        return data
 
 
 class _Record(BaseModel):

@@ -31,13 +31,22 @@ def _numbers(text: str) -> list[float]:
 
 
 def fact_stated(fact: AnswerFact, text: str) -> bool:
-    """Whether ``text`` (what the agent told the user) states ``fact``'s value.
+    """Whether ``text`` (what the agent told the user) states ``fact``'s value, and none of its
+    rivals (the values look-alike records hold for the same attribute; a rival that the value's own
+    wording states, ``Buy`` of ``Buy on dip``, does not count).
 
     Numbers match by value (``$1,234.50`` states 1234.5); text matches case-insensitively as a whole
     word or phrase (``no`` is not stated by ``nothing``), or fuzzily when the value is long enough
     for a near match to be meaningful.
     """
-    v = fact.value
+    if not value_stated(fact.value, text):
+        return False
+    own = str(fact.value)
+    return not any(value_stated(r, text) and not value_stated(r, own) for r in fact.rivals)
+
+
+def value_stated(v: object, text: str) -> bool:
+    """Whether ``text`` states the value ``v`` (the matching rules of :func:`fact_stated`)."""
     if isinstance(v, bool):
         v = "yes" if v else "no"
     if isinstance(v, int | float):

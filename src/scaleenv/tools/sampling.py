@@ -13,6 +13,7 @@ from scaleenv.formats.domain import Param, ToolSpec
 from scaleenv.formats.sqlinfo import sql_params
 from scaleenv.tools.args import _check_param, validate_arguments
 from scaleenv.tools.runtime import bind_params, first_failing_precondition
+from scaleenv.tools.values import fresh_value
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
@@ -28,10 +29,10 @@ def _missing_like(v: str, existing: set[Any]) -> str:
     return out
 
 
-def _fresh(v: str) -> str:
-    """A new value of the same shape (for unique columns): ada@x.com -> ada.new@x.com."""
-    user, at, host = v.partition("@")
-    return f"{user}.new@{host}" if at else f"{v} (new)"
+def _fresh(column: str, v: str, rng: random.Random, taken: set[Any]) -> str:
+    """A new realistic value of the same kind (for unique columns): another spelling of an e-mail,
+    a redrawn code, another name (see :func:`scaleenv.tools.values.fresh_value`)."""
+    return fresh_value(column, v, rng, taken)
 
 
 class ArgSampler:
@@ -98,7 +99,8 @@ class ArgSampler:
                 if strs and re.match(r"^\d{4}-\d{2}-\d{2}", strs[0]):
                     out += [shift_iso(v, d) for v in strs[:10] for d in (1, 7, 30)]
                 elif strs:
-                    out += [_fresh(v) for v in strs[:2]]
+                    col = p.column.partition(".")[2]
+                    out += [_fresh(col, v, rng, set(self.column_values(p.column))) for v in strs[:2]]
                 if invalid and strs:
                     existing = set(self.column_values(p.column))
                     out += list(dict.fromkeys(_missing_like(v, existing) for v in strs[:3]))

@@ -8,6 +8,7 @@ import re
 from typing import Any
 
 from scaleenv.formats.domain import Table
+from scaleenv.tools.values import fresh_value
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
@@ -28,37 +29,44 @@ def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
     return f"{prefix or table[:3].upper() + '-'}{best + 1:0{width}d}"
 
 
+_BIRTH = re.compile(r"birth|born|dob")
+_CONTACT = re.compile(r"email|phone|mobile|tel")
+
+
 def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
-    """Give a cloned row new values in its unique columns."""
+    """Give a cloned row new, realistic values in its unique columns (another spelling of the
+    person's e-mail, a redrawn code or phone, another name), never a numeric suffix."""
     out = dict(row)
     for c in table.columns:
-        if c.unique and c.name != table.primary_key and isinstance(out.get(c.name), str):
-            v = out[c.name]
-            tag = rng.randrange(100, 999)
-            user, at, host = v.partition("@")
-            out[c.name] = f"{user}.{tag}@{host}" if at else f"{v}-{tag}"
-            while out[c.name] in taken:
-                tag += 1
-                out[c.name] = f"{user}.{tag}@{host}" if at else f"{v}-{tag}"
+        if c.unique and c.name != table.primary_key and isinstance(out.get(c.name), str | int) \
+                and not isinstance(out.get(c.name), bool):
+            out[c.name] = fresh_value(c.name, out[c.name], rng, taken, row=out, lo=c.min, hi=c.max)
             taken.add(out[c.name])
     return out
 
 
-def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
-    """A row confusable with ``row``: same names and parents, nearby dates, another status."""
+def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any], *,
+               clock: str = "2026-06-15T09:00:00") -> dict[str, Any]:
+    """A complete entity confusable with ``row``: the same names, titles, places, states and parents,
+    but its own e-mail and phone, a birth date years earlier, its own unique codes, and its other
+    dates moved together by a week or two (their order, and their side of the world's ``clock``,
+    unchanged), so the look-alike obeys the same rules as the original."""
     out = fresh_unique(table, row, rng, taken)
+    dates = [c for c in table.columns if c.type in ("date", "datetime") and isinstance(out.get(c.name), str)
+             and c.name != table.primary_key and not c.foreign_key and not c.unique]
+    for c in dates:
+        if _BIRTH.search(c.name):
+            out[c.name] = shift_iso(out[c.name], -(rng.randint(3, 12) * 365 + rng.randint(-40, 40)))
+    others = [c for c in dates if not _BIRTH.search(c.name)]
+    for delta in rng.sample([-14, -7, 7, 14], 4):
+        moved = {c.name: shift_iso(out[c.name], delta) for c in others}
+        if all((out[c.name][:19] <= clock[: len(out[c.name][:19])]) == (moved[c.name][:19] <= clock[: len(moved[c.name][:19])])
+               for c in others):
+            out.update(moved)
+            break
     for c in table.columns:
-        if c.name == table.primary_key or c.foreign_key or c.unique:
-            continue
         v = out.get(c.name)
-        if c.type in ("date", "datetime"):
-            out[c.name] = shift_iso(v, rng.choice([-3, -2, -1, 1, 2, 3]))
-        elif c.enum and rng.random() < 0.6:
-            out[c.name] = c.enum[rng.randrange(len(c.enum))]
-        elif c.type in ("real", "integer") and isinstance(v, int | float) and rng.random() < 0.5:
-            lo = c.min if c.min is not None else float("-inf")
-            hi = c.max if c.max is not None else float("inf")
-            nv = v + rng.choice([-1, 1]) * max(1, abs(v) * 0.1)
-            nv = min(max(nv, lo), hi)
-            out[c.name] = int(round(nv)) if c.type == "integer" else round(nv, 2)
+        if c.type == "text" and isinstance(v, str) and v and _CONTACT.search(c.name) and not c.unique:
+            out[c.name] = fresh_value(c.name, v, rng, taken, row=out)
+            taken.add(out[c.name])
     return out
