@@ -102,6 +102,7 @@ class TaskBuilder:
         self.distractor_ids: dict[str, set[Any]] = {}
         self.reserved: dict[str, list[Any]] = {}
         self.taken: set[Any] = set()
+        self._seeded: set[str] = set()
         self.entities: dict[str, EntityRef] = {}
         self.refs: dict[str, Any] = {}  # table -> id reference (a $ref dict or a literal id)
         self.chain: list[Call] = []
@@ -148,16 +149,34 @@ class TaskBuilder:
             link = self.ctx.parent_link(t)
             if link and (link[1], row.get(link[0])) in mapping:
                 new[link[0]] = mapping[(link[1], row[link[0]])]
+            self.seed_taken(t)
             new = fresh_unique(tbl, new, self.rng, self.taken)
-            self.add_rows(t, [new])
+            try:
+                self.add_rows(t, [new])
+            except ScaleEnvError as e:
+                raise TaskRejected("clone_conflict", str(e)) from None
             mapping[(t, row["id"])] = new["id"]
             clones.append((t, new))
         return mapping, clones
+
+    def seed_taken(self, table: str) -> None:
+        """Mark the values the world already holds in ``table``'s unique columns as taken (a fresh value
+        must not collide with them), once per table."""
+        if table in self._seeded:
+            return
+        self._seeded.add(table)
+        tbl = self.spec.table(table)
+        assert tbl is not None
+        for c in tbl.columns:
+            if c.unique and c.name != tbl.primary_key:
+                self.taken.update(r[0] for r in self.world.conn.execute(
+                    f'SELECT "{c.name}" FROM "{table}" WHERE "{c.name}" IS NOT NULL'))
 
     def add_distractors(self, clones: list[tuple[str, dict[str, Any]]], density: int) -> None:
         for t, row in clones:
             tbl = self.spec.table(t)
             assert tbl is not None
+            self.seed_taken(t)
             rows = []
             for _ in range(density):
                 d = distractor(tbl, row, self.rng, self.taken)
@@ -187,6 +206,7 @@ class TaskBuilder:
                 rows = self.donor_children(t, child, fk, orig)
                 tbl = self.spec.table(child)
                 assert tbl is not None
+                self.seed_taken(child)
                 new_rows, ids = [], set()
                 for r in rows[:CHILD_ROWS]:
                     new = fresh_unique(tbl, {**r, fk: row["id"]}, self.rng, self.taken)
