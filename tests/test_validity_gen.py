@@ -191,7 +191,7 @@ def test_every_lookalike_of_a_cloned_target_is_a_distractor(name):
             seen += len(others)
             assert set(others) <= set(distractors.get(t, [])), (task.id, t, key, others)
         pairs = swap_pairs(_episode(name, task), task)
-        assert {d for _, d in pairs} == {d for ids in distractors.values() for d in ids}
+        assert {d for _, d in pairs} <= {d for ids in distractors.values() for d in ids}
         world.close()
     assert seen, "no look-alike found at all: the check did not run"
 

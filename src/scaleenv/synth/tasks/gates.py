@@ -27,8 +27,9 @@ from scaleenv.env.policies import (
 from scaleenv.formats.task import Task
 from scaleenv.tools.chain import ChainError, resolve_args
 
-ZERO_GATES = ("noop", "random", "hack", "read_dump", "spray", "parrot", "swap")
-"""The gates whose policy must score 0 (the gold chain must score 1)."""
+ZERO_GATES = ("noop", "parrot", "spray", "random", "hack", "read_dump", "swap")
+"""The gates whose policy must score 0 (the gold chain must score 1), cheapest first: the build stops
+at the first that scores."""
 
 _POLICY = {"noop": "noop", "random": "random", "hack": "write_all", "read_dump": "read_dump", "spray": "spray",
            "parrot": "parrot"}
@@ -76,11 +77,15 @@ def score_policy(ep: Episode, task: Task, policy: str, rng: random.Random | None
 
 
 def swap_pairs(ep: Episode, task: Task) -> list[tuple[Any, Any]]:
-    """(target id, look-alike id) for every distractor of the task: the target of a distractor's table
-    is the id of that table the gold chain's calls pass (resolved from the outputs it gets)."""
+    """(target id, look-alike id) for every distractor of the task whose target the goals depend on.
+
+    The target of a distractor's table is the id of that table the gold chain passes (resolved from
+    the outputs it gets) to a goal call, or to a call whose output a later call uses; a record the
+    chain only looks up and never uses can be swapped for anything."""
     distractors = task.verification.distractors
     if not distractors:
         return []
+    used = {v["$ref"] for c in task.gold_chain for v in c.args.values() if isinstance(v, dict) and "$ref" in v}
     ep.reset()
     outputs: list[Any] = []
     passed: list[Any] = []
@@ -89,7 +94,8 @@ def swap_pairs(ep: Episode, task: Task) -> list[tuple[Any, Any]]:
             args = resolve_args(call, outputs, i)
         except ChainError:
             break
-        passed += [v for v in args.values() if isinstance(v, str | int) and not isinstance(v, bool)]
+        if call.purpose == "goal" or i in used:
+            passed += [v for v in args.values() if isinstance(v, str | int) and not isinstance(v, bool)]
         outputs.append(ep.call_tool(call.tool, args).value)
     ep.reset()
     pairs = []

@@ -30,6 +30,7 @@ from scaleenv.synth.tasks.validity import (
     answer_options,
     call_effect,
     exempt_columns,
+    fair_rivals,
     goal_effects,
     lookalikes,
     same_answer,
@@ -578,7 +579,7 @@ class TaskBuilder:
         spec = self.spec
         root = next(iter(self.entities.values()), None)
         instruction, profile = build_user_side(spec, root, self.entities, self.goals, withheld, self.rng)
-        facts = [dict(f) for f in self.answer_facts]
+        facts = fair_rivals([dict(f) for f in self.answer_facts])
         said = " ".join(profile["goals"])
         for g in self.goals:
             if g.tool.kind != "write":

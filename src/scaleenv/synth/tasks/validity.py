@@ -66,6 +66,21 @@ def answer_options(spec: DomainSpec, ctx: DomainContext, tool: ToolSpec, out: An
     return [(f"{ctx.singular(table.name)} {c.name}", c.name, out[c.name]) for c in cols]
 
 
+def fair_rivals(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Answer facts with only the rivals a correct answer cannot help saying removed: a rival the
+    fact's own name states (``draft`` of "the draft status is ..."), or another fact's value states."""
+    out = []
+    for f in facts:
+        others = [str(o["value"]) for o in facts if o is not f]
+        rivals = [r for r in f.get("rivals", []) if not value_stated(r, f["name"].replace("_", " "))
+                  and not value_stated(r, f["name"]) and not any(value_stated(r, o) for o in others)]
+        g = {k: v for k, v in f.items() if k != "rivals"}
+        if rivals:
+            g["rivals"] = rivals
+        out.append(g)
+    return out
+
+
 def _mark(world: World) -> int:
     row = world.conn.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {CHANGES_TABLE}").fetchone()
     return int(row[0])
