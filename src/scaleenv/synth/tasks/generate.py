@@ -34,6 +34,7 @@ from scaleenv.synth.tasks.validity import (
     goal_effects,
     lookalikes,
     same_answer,
+    shows,
     unobservable_goals,
 )
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
@@ -109,6 +110,7 @@ class TaskBuilder:
         self.chain: list[Call] = []
         self.goals: list[Goal] = []
         self.answer_facts: list[dict[str, Any]] = []
+        self.effects: list[dict[Any, Any]] = []  # the matched cells each write goal changed
 
     # --- initial state ---------------------------------------------------------
     def add_rows(self, table: str, rows: list[dict[str, Any]], distract: bool = False) -> None:
@@ -421,13 +423,29 @@ class TaskBuilder:
         return initial, level, density, withheld
 
     def add_write_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> None:
-        try:
-            changed = call_effect(self.spec, scratch, scratch.snapshot(), tool, args)
-        except ToolError as e:
-            raise TaskRejected("goal_failed", f"{tool.name}: {e}") from None
-        if not changed:
-            raise TaskRejected("noop_subgoal", tool.name)
-        self.goal_call(tool, args)
+        """The primary write goal; arguments that change nothing (a value set to what it holds) are
+        redrawn a few times before the attempt is rejected."""
+        snap = scratch.snapshot()
+        focus = self.ctx.focus(tool)
+        sampler = ArgSampler(scratch, self.rng)
+        for _ in range(3):
+            try:
+                changed = call_effect(self.spec, scratch, snap, tool, args)
+            except ToolError as e:
+                raise TaskRejected("goal_failed", f"{tool.name}: {e}") from None
+            if changed:
+                self.effects.append(changed)
+                self.goal_call(tool, args)
+                return
+            scratch.restore(snap)
+            fixed = {focus[0]: args[focus[0]]} if focus else {}
+            fixed.update({k: v for k, v in args.items() if k in self.ctx.key_params(tool)})
+            redrawn = sampler.satisfying_args(tool, attempts=3, fixed=fixed)
+            redrawn = self.trim_args(tool, redrawn) if redrawn is not None else None
+            if redrawn is None or self.exempt_input(tool, redrawn):
+                break
+            args = redrawn
+        raise TaskRejected("noop_subgoal", tool.name)
 
     def add_read_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> bool:
         """A question about a goal entity, answered by ``tool``: an answer that is not zero, empty or a
@@ -504,9 +522,12 @@ class TaskBuilder:
             except ToolError:
                 scratch.restore(snap)
                 continue
-            if not changed:  # a no-op: the value already holds, or only exempt columns move
+            # a no-op (the value already holds, or only exempt columns move), or one that undoes an
+            # earlier goal's change, is not a goal
+            if not changed or not all(shows(e, scratch, self.world) for e in self.effects):
                 scratch.restore(snap)
                 continue
+            self.effects.append(changed)
             self.goal_call(tool, args)
             return True
         return False

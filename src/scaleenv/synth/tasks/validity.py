@@ -150,6 +150,19 @@ def goal_effects(spec: DomainSpec, initial: bytes, chain: list[Call]) -> tuple[l
     return effects, final
 
 
+def shows(cells: dict[Cell, Any], now: World, init: World) -> bool:
+    """Whether some cell of an effect still holds its new value in ``now`` and differs from ``init``."""
+    for (t, k, c), v in cells.items():
+        row, was = now.row(t, k), init.row(t, k)
+        if c == "*":
+            ok = (row is not None) == v and (was is not None) != v
+        else:
+            ok = row is not None and same_value(row.get(c), v) and (was is None or not same_value(was.get(c), v))
+        if ok:
+            return True
+    return False
+
+
 def unobservable_goals(spec: DomainSpec, initial: bytes, goals: list[Effect], final_snap: bytes
                        ) -> list[tuple[str, str]]:
     """(tool, reason) for each write goal that changes no matched cell (``noop_subgoal``) or whose
@@ -163,16 +176,7 @@ def unobservable_goals(spec: DomainSpec, initial: bytes, goals: list[Effect], fi
         if not cells:
             bad.append((name, "noop_subgoal"))
             continue
-        shows = False
-        for (t, k, c), v in cells.items():
-            now, was = final.row(t, k), init.row(t, k)
-            if c == "*":
-                shows = (now is not None) == v and (was is not None) != v
-            else:
-                shows = now is not None and same_value(now.get(c), v) and (was is None or not same_value(was.get(c), v))
-            if shows:
-                break
-        if not shows:
+        if not shows(cells, final, init):
             bad.append((name, "unobservable_subgoal"))
     init.close()
     final.close()
