@@ -246,6 +246,29 @@ class TaskBuilder:
             if extra:
                 self.distractor_ids.setdefault(t, set()).update(extra)
 
+    def final_lookalikes(self, initial: bytes) -> None:
+        """On the task's final initial state (expansion may have cloned rows too): every record that
+        shares the name of a row the task cloned and the chain names, by reference or by literal id,
+        is a distractor."""
+        world = World.from_snapshot(self.spec, initial)
+        patched = {t: {r["id"] for r in rows} for t, rows in self.patch.items()}
+        named: list[tuple[str, Any]] = [(t, ref.row["id"]) for t, ref in self.entities.items()]
+        for call in self.chain:
+            tool = self.spec.tool(call.tool)
+            assert tool is not None
+            for p, t in self.ctx.key_params(tool).items():
+                v = call.args.get(p)
+                if isinstance(v, str | int) and not isinstance(v, bool) and v in patched.get(t, ()):
+                    named.append((t, v))
+        for t, key in dict.fromkeys(named):
+            if key in self.distractor_ids.get(t, ()):
+                continue
+            row = world.row(t, key)
+            extra = lookalikes(world, self.ctx, t, row) if row is not None else []
+            if extra:
+                self.distractor_ids.setdefault(t, set()).update(extra)
+        world.close()
+
     def trim_args(self, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any] | None:
         """Drop every optional literal argument the preconditions do not need (the user never asks
         for one); None when a needed one is left that nothing states."""
@@ -539,6 +562,7 @@ class TaskBuilder:
             tools, extra = expand_tools(self.ctx, initial, self.chain, self.rng, self.config.min_tools)
             if extra:
                 world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
+            self.final_lookalikes(initial)
         with _stage("user_side"):
             task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
         with _stage("gates"):
