@@ -40,7 +40,7 @@ def test_every_flag_is_in_its_commands_rows():
         for param in command.params:
             if getattr(param, "param_type_name", "") != "option" or getattr(param, "hidden", False):
                 continue
-            flags = [o for o in param.opts if o.startswith("--")]
+            flags = [o for o in [*param.opts, *getattr(param, "secondary_opts", [])] if o.startswith("--")]
             if flags and not any(re.search(re.escape(f) + r"(?![\w-])", rows) for f in flags):
                 missing.append(f"scaleenv {name} {flags[0]}")
     assert not missing, "README's CLI reference lacks:\n" + "\n".join(missing)

@@ -15,6 +15,7 @@ from fake_openai import FakeOpenAI
 from llm_fixture import CHAINS, DROPPED, TOOLS, PetCareScript, role_of
 from scaleenv.cli import app
 from scaleenv.formats.task import Task
+from scaleenv.synth.tasks.gates import ZERO_GATES
 
 runner = CliRunner()
 LLM_CONFIG = {"backoff": 0.01, "concurrency": 2,
@@ -78,7 +79,7 @@ def test_tasks_pass_every_gate_and_check_accepts_the_universe(built):
     tasks = [Task.model_validate_json(line) for line in (u / "tasks" / "pet_care.jsonl").read_text().splitlines()]
     assert len(tasks) == 2
     for t in tasks:
-        assert t.verification.gates == {"gold": 1.0, "noop": 0.0, "random": 0.0, "hack": 0.0}
+        assert t.verification.gates == {"gold": 1.0, **{g: 0.0 for g in ZERO_GATES}}
         assert t.verification.backend == "llm" and len(t.tools) >= len(t.gold_chain)
         chain = CHAINS[t.attempt % len(CHAINS)]
         assert [c.tool for c in t.gold_chain] == [line.split("=", 1)[1].split("(")[0].strip()
@@ -89,7 +90,7 @@ def test_tasks_pass_every_gate_and_check_accepts_the_universe(built):
     assert sum(s["llm_patches"] for s in synth) >= 1  # the patch agent made check-in executable
     res = runner.invoke(app, ["check", str(u), "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output) == {"tasks": 2, "gold_pass": 2, "noop_zero": 2, "random_zero": 2, "hack_zero": 2,
+    assert json.loads(res.output) == {"tasks": 2, "gold_pass": 2, **{f"{g}_zero": 2 for g in ZERO_GATES},
                                       "failures": []}
     res = runner.invoke(app, ["validate", str(u)])
     assert res.exit_code == 0 and "1 domains, 2 tasks" in res.output

@@ -9,7 +9,7 @@ import pytest
 from scaleenv.env.cache import build_worlds, make_episode
 from scaleenv.formats.task import chain_to_python
 from scaleenv.synth.procedural.blueprint import catalog
-from scaleenv.synth.tasks.gates import run_gates, score_policy
+from scaleenv.synth.tasks.gates import ZERO_GATES, run_gates, score_policy
 from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected, generate_task
 from scaleenv.tools.chain import run_chain
 from scaleenv.world.patch import apply_patch
@@ -52,7 +52,7 @@ def test_task_fields_and_gates():
         assert task.id.startswith("pet_care/")
         assert task.instruction and task.user_profile.goals
         assert set(task.difficulty.model_dump()) >= {"chain_length", "sub_goals", "distractor_density", "withheld_facts"}
-        assert task.verification.gates == {"gold": 1.0, "noop": 0.0, "random": 0.0, "hack": 0.0}
+        assert task.verification.gates == {"gold": 1.0, **{g: 0.0 for g in ZERO_GATES}}
         code = chain_to_python(task.gold_chain)
         assert code.count("\n") == len(task.gold_chain) - 1 and code.startswith("s0 = ")
         ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))

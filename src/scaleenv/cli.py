@@ -237,11 +237,9 @@ def check(
     if as_json:
         _emit(result)
     else:
-        typer.echo(
-            f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, noop_zero {result['noop_zero']}, "
-            f"random_zero {result['random_zero']}, hack_zero {result['hack_zero']}, "
-            f"failures {len(result['failures'])}"
-        )
+        zeros = ", ".join(f"{k} {v}" for k, v in result.items() if k.endswith("_zero"))
+        typer.echo(f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, {zeros}, "
+                   f"failures {len(result['failures'])}")
         for f in result["failures"][:20]:
             typer.echo(f"  {f['task']}: {', '.join(f['failed'])}")
     if result["failures"]:
@@ -251,37 +249,26 @@ def check(
 @app.command()
 def audit(
     path: Path = typer.Argument(..., help="A universe directory."),
-    invariants: bool = typer.Option(True, "--invariants/--no-invariants",
-                                    help="Check every domain's declared invariants."),
-    domain: list[str] = typer.Option([], "--domain", help="Audit only this domain (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the audit as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the defect counts and examples as JSON."),
 ) -> None:
-    """Audit a universe: invariant violations per domain on its base world and on every task's
-    initial and expected worlds. Exit 1 if any is found."""
-    from scaleenv.env.invariant_audit import audit_invariants
+    """Every task-validity check on every task: defect counts per class with examples; exit 1 on any."""
     from scaleenv.errors import ScaleEnvError
-    from scaleenv.universe import Universe
+    from scaleenv.synth.audit import audit_universe
 
-    if not invariants:
-        fail("nothing to audit: pass --invariants")
     try:
-        uni = Universe(path)
-        unknown = [d for d in domain if d not in uni.domains]
-        if unknown:
-            fail(f"unknown domain(s) {', '.join(unknown)}; this universe has {', '.join(uni.domains)}")
-        result = audit_invariants(uni, domains=domain or None)
+        result = audit_universe(path).to_json()
     except ScaleEnvError as e:
         fail(str(e))
     if as_json:
         _emit(result)
     else:
-        typer.echo(f"{result['violations']} invariant violation(s) in {result['worlds']} worlds")
-        for d in result["per_domain"]:
-            typer.echo(f"  {d['domain']}: {d['invariants']} invariants, {d['worlds']} worlds, "
-                       f"{d['violations']} violation(s)")
-            for v in d["examples"][:5]:
-                typer.echo(f"    {v['world']}: {v['table']} {v['key']}: {v['invariant']} ({v['detail']})")
-    if result["violations"]:
+        typer.echo(f"{result['tasks']} tasks ({result['answer_tasks']} answer tasks, "
+                   f"{result['zero_answer_tasks']} with a zero answer): {result['defects']} defects")
+        for cls, n in result["counts"].items():
+            typer.echo(f"  {cls}: {n}")
+            for ex in result["examples"].get(cls, [])[:3]:
+                typer.echo(f"    {ex['task']}: {ex['detail']}")
+    if result["defects"]:
         raise typer.Exit(1)
 
 

@@ -13,6 +13,7 @@ They speak the same messages as a model would, so :func:`play` drives them throu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from typing import Any
@@ -171,7 +172,215 @@ def play(env: Any, agent: Agent, rng: random.Random) -> Any:
     return env.evaluate()
 
 
-BUILTIN_AGENTS = ("oracle", "noop", "random", "write_all")
+# --- hack policies of the task-validity gates (appended; each must score 0 on every admitted task) ------------
+
+READ_DUMP_IDS = 4
+"""Ids the read-dump policy tries per read tool and round."""
+
+READ_DUMP_ROUNDS = 3
+"""Rounds of read calls the read-dump policy makes (ids found in one round feed the next)."""
+
+
+def _ids_in(value: Any, out: list[str]) -> None:
+    """Every string stored under an ``id`` or ``*_id`` key anywhere in a tool output, in order."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str) and (k == "id" or k.endswith("_id")) and v not in out:
+                out.append(v)
+            else:
+                _ids_in(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _ids_in(v, out)
+
+
+def _known_for(param: str, known: dict[str, Any]) -> list[Any]:
+    """Values of the user's facts whose name ends with the parameter's name (``owner email`` for ``email``)."""
+    words = param.replace("_", " ")
+    return [v for k, v in sorted(known.items()) if k == words or k.endswith(" " + words)]
+
+
+class ReadDumpAgent(Agent):
+    """Makes no writes: calls every read tool it has, with arguments drawn from the user's facts and
+    from the ids earlier outputs returned (several ids per tool, over a few rounds), then pastes every
+    output into one final message. A task this scores on is answerable without doing what was asked."""
+
+    name = "read_dump"
+
+    def reset(self, ctx: AgentContext) -> None:
+        super().reset(ctx)
+        from scaleenv.tools.sampling import ArgSampler
+
+        spec = ctx.episode.spec
+        names = [t["function"]["name"] for t in ctx.tools]
+        self._reads = [t for n in names if (t := spec.tool(n)) is not None and t.kind == "read"]
+        self._sampler = ArgSampler(ctx.episode.world, ctx.rng)
+        self._known = dict(ctx.task.user_profile.known)
+        self._ids: list[str] = [v for k, v in sorted(self._known.items()) if isinstance(v, str) and k.endswith(" id")]
+        self._outputs: list[str] = []
+        self._round = 0
+        self._done: set[str] = set()
+
+    def _calls(self) -> list[tuple[str, dict[str, Any]]]:
+        calls: list[tuple[str, dict[str, Any]]] = []
+        world = self.ctx.episode.world
+        for tool in self._reads:
+            base: dict[str, Any] = {}
+            key_params: list[tuple[str, str]] = []
+            for p in tool.parameters:
+                fk = None
+                if p.column:
+                    t, _, c = p.column.partition(".")
+                    table = world.spec.table(t)
+                    col = table.column(c) if table else None
+                    fk = col.foreign_key.partition(".")[0] if col and col.foreign_key else (
+                        t if table and c == table.primary_key else None)
+                if fk and p.type == "string":
+                    key_params.append((p.name, fk))
+                    continue
+                known = _known_for(p.name, self._known)
+                if known:
+                    base[p.name] = known[0]
+                elif p.name == "limit":
+                    base[p.name] = 100
+                elif p.required:
+                    cands = self._sampler.candidates(p)
+                    if cands:
+                        base[p.name] = cands[0]
+            if not key_params:
+                variants = [base]
+            else:
+                pname, table = key_params[0]
+                ids = [i for i in self._ids if world.row(table, i) is not None][:READ_DUMP_IDS]
+                variants = [{**base, pname: i} for i in ids]
+                for other, t2 in key_params[1:]:
+                    pick = next((i for i in self._ids if world.row(t2, i) is not None), None)
+                    for v in variants:
+                        if pick is not None:
+                            v[other] = pick
+            for args in variants:
+                key = tool.name + json.dumps(args, sort_keys=True, default=str)
+                if key not in self._done:
+                    self._done.add(key)
+                    calls.append((tool.name, args))
+        return calls
+
+    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if self._round:
+            for m in reversed(messages):
+                if m.get("role") != "tool":
+                    break
+                content = m.get("content") or ""
+                self._outputs.append(content)
+                with contextlib.suppress(ValueError):
+                    _ids_in(json.loads(content), self._ids)
+        calls = self._calls() if self._round < READ_DUMP_ROUNDS else []
+        self._round += 1
+        if not calls:
+            return text_message("\n".join(self._outputs) or STOP)
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"read_dump_{self._round}_{i}", "type": "function",
+             "function": {"name": n, "arguments": json.dumps(a, sort_keys=True, default=str)}}
+            for i, (n, a) in enumerate(calls)]}
+
+
+SPRAY_NUMBERS = 200
+"""The spray policy states every integer and half-integer from 0 to this."""
+
+
+class SprayAgent(Agent):
+    """Makes no calls: states a grid of numbers and every word of its tools' descriptions and enums."""
+
+    name = "spray"
+
+    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        nums = " ".join(f"{i} {i}.5" for i in range(SPRAY_NUMBERS + 1))
+        words: list[str] = []
+        for t in self.ctx.tools:
+            fn = t.get("function", {})
+            words += str(fn.get("description", "")).split()
+            for p in (fn.get("parameters", {}).get("properties") or {}).values():
+                words += [str(e) for e in p.get("enum") or []] + str(p.get("description", "")).split()
+        return text_message(nums + "\n" + " ".join(dict.fromkeys(words)))
+
+
+class ParrotAgent(Agent):
+    """Makes no calls: repeats the user's messages back."""
+
+    name = "parrot"
+
+    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        said = [str(m.get("content")) for m in messages if m.get("role") == "user" and m.get("content")]
+        return text_message("\n".join(said) or STOP)
+
+
+def answer_from_output(fact_name: str, out: Any) -> Any:
+    """The value an answer fact named ``fact_name`` takes in a read tool's output (the scalar itself, or
+    the field the name ends with: ``pet status`` -> ``out['status']``); None when it has none."""
+    if not isinstance(out, dict):
+        return out
+    best = None
+    for k in out:
+        words = k.replace("_", " ")
+        if (fact_name in (k, words) or fact_name.endswith(" " + words) or fact_name.endswith(" " + k)) and (best is None or len(k) > len(best)):
+            best = k
+    return out.get(best) if best is not None else None
+
+
+class SwapAgent(Agent):
+    """The gold chain acting on a look-alike: replays it with every argument equal to ``target``
+    replaced by ``swap``, then states, for each answer, what its own reads returned. A task whose
+    swap scores is one where picking the right record is not tested."""
+
+    name = "swap"
+
+    def __init__(self, target: Any = None, swap: Any = None):
+        self.target, self.swap = target, swap
+
+    def reset(self, ctx: AgentContext) -> None:
+        super().reset(ctx)
+        self._step = 0
+        self._outputs: list[Any] = []
+
+    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        from scaleenv.tools.chain import ChainError, resolve_args
+
+        chain = self.ctx.task.gold_chain
+        if self._step:
+            last = messages[-1] if messages else {}
+            out: Any = None
+            if last.get("role") == "tool" and last.get("tool_call_id") == f"swap_{self._step - 1}":
+                try:
+                    out = json.loads(last.get("content") or "null")
+                except ValueError:
+                    out = None
+            self._outputs.append(out)
+        while self._step < len(chain):
+            call = chain[self._step]
+            try:
+                args = resolve_args(call, self._outputs, self._step)
+            except ChainError:
+                break  # the look-alike has no such related row: the chain cannot go on
+            args = {k: (self.swap if v == self.target else v) for k, v in args.items()}
+            self._step += 1
+            return tool_call_message(call.tool, args, f"swap_{self._step - 1}")
+        self._step = len(chain) + 1
+        spec = self.ctx.episode.spec
+        reads = [i for i, c in enumerate(chain[: len(self._outputs)])
+                 if c.purpose == "goal" and (t := spec.tool(c.tool)) is not None and t.kind == "read"]
+        lines = []
+        for fact, i in zip(self.ctx.task.answer_facts, reads, strict=False):
+            v = answer_from_output(fact.name, self._outputs[i])
+            if v is not None:
+                lines.append(f"The {fact.name} is {v}.")
+        return text_message("\n".join(lines) or STOP)
+
+
+POLICIES.update({"read_dump": ReadDumpAgent, "spray": SprayAgent, "parrot": ParrotAgent})
+
+
+BUILTIN_AGENTS = tuple(POLICIES)
+"""Every reference policy runs as an agent too (`scaleenv rollout --agent read_dump`)."""
 
 
 def check_agent_spec(spec: str) -> str:

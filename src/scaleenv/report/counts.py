@@ -50,15 +50,16 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
 
 
 def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
-    """Re-run every gate on every task: gold 1.0, no-op 0, random 0, write-everything hack 0."""
+    """Re-run every gate on every task: gold 1.0, and 0 for no-op, random, the write-everything hack,
+    read-dump, spray, parrot and the distractor swap (counts ``<gate>_zero`` of tasks where it holds)."""
     from scaleenv.env.cache import TaskWorldCache
     from scaleenv.errors import UniverseError
-    from scaleenv.synth.tasks.gates import run_gates
+    from scaleenv.synth.tasks.gates import ZERO_GATES, run_gates
 
     u = Universe(path)
     seed = u.manifest.get("build", {}).get("seed", 0) if seed is None else seed
     loader = TaskWorldCache(u)
-    counts = {"tasks": 0, "gold_pass": 0, "noop_zero": 0, "random_zero": 0, "hack_zero": 0}
+    counts = {"tasks": 0, "gold_pass": 0, **{f"{g}_zero": 0 for g in ZERO_GATES}}
     failures: list[dict[str, Any]] = []
     for d in u.domains:
         for task in u.tasks(d):
@@ -68,11 +69,10 @@ def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
             except UniverseError as e:
                 failures.append({"task": task.id, "failed": ["load"], "reason": str(e)})
                 continue
-            g = run_gates(ep, task, seed)
-            counts["gold_pass"] += g.gold == 1.0
-            counts["noop_zero"] += g.noop == 0.0
-            counts["random_zero"] += g.random == 0.0
-            counts["hack_zero"] += g.hack == 0.0
+            g = run_gates(ep, task, seed, detail=True)
+            counts["gold_pass"] += g.scores["gold"] == 1.0
+            for gate in ZERO_GATES:
+                counts[f"{gate}_zero"] += g.scores[gate] == 0.0
             if not g.passed:
                 failures.append({"task": task.id, "failed": g.failures(), "scores": g.to_json()})
             ep.close()

@@ -64,6 +64,15 @@ class DomainContext:
                 return c.name, c.foreign_key.split(".")[0]
         return None
 
+    def children(self, table: str) -> list[tuple[str, str]]:
+        """(child table, fk column) of every table with a foreign key to ``table``, by name."""
+        t = self.spec.table(table)
+        if t is None:
+            return []
+        ref = f"{table}.{t.primary_key}"
+        return sorted((c2.name, c.name) for c2 in self.spec.tables if c2.name != table
+                      for c in c2.columns if c.foreign_key == ref)
+
     def tool_by_family(self, family: str, entity: str, **meta: Any) -> ToolSpec | None:
         for t in self.spec.tools:
             if t.meta.get("family") == family and t.meta.get("entity") == entity and all(

@@ -105,6 +105,38 @@ class _Exerciser:
         return False
 
 
+FINDERS = ("search", "list", "get")
+CORRECTORS = ("update", "delete", "transition")
+CORRECTORS_PER_WRITE = 4
+
+
+def needed_tools(ctx: DomainContext, chain: list[Call]) -> list[str]:
+    """Tools a careful agent needs besides the chain's: a way to find every entity the chain refers
+    to (search, list and get tools of its table), and the edit, cancel or delete tools of each
+    entity a write of the chain changes (to correct a wrong write)."""
+    spec = ctx.spec
+    in_chain = {c.tool for c in chain}
+    tables: list[str] = []
+    writes: list[str] = []
+    for c in chain:
+        tool = spec.tool(c.tool)
+        if tool is None:
+            continue
+        tables += list(ctx.key_params(tool).values())
+        entity = tool.meta.get("entity")
+        if tool.kind == "write" and entity:
+            tables.append(entity)
+            writes.append(entity)
+    out: list[str] = []
+    for t in dict.fromkeys(tables):
+        out += [x.name for x in spec.tools if x.meta.get("entity") == t and x.meta.get("family") in FINDERS]
+    for entity in dict.fromkeys(writes):
+        fixes = [x.name for x in spec.tools if x.meta.get("entity") == entity and x.kind == "write"
+                 and x.meta.get("family") in CORRECTORS and x.name not in in_chain]
+        out += fixes[:CORRECTORS_PER_WRITE]
+    return [n for n in dict.fromkeys(out) if n not in in_chain]
+
+
 def expand_tools(ctx: DomainContext, initial: bytes, chain: list[Call], rng: random.Random,
                  min_tools: int = 20) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
     """The task's exercisable tool set (chain tools first) and any rows patched in for them."""
@@ -129,6 +161,12 @@ def expand_tools(ctx: DomainContext, initial: bytes, chain: list[Call], rng: ran
         remaining = len(all_tools) - len(included) - len(failed)
         return remaining <= 0 or (len(included) >= target and complexity(ctx, included) >= 1.0)
 
+    for name in needed_tools(ctx, chain):
+        if name not in included and name not in failed:
+            if ex.try_tool(name):
+                include(name)
+            else:
+                failed.add(name)
     deferred = 0
     while not done():
         if queue and deferred <= len(queue):

@@ -1,6 +1,11 @@
-"""Reward-integrity gates: gold scores 1, doing nothing scores 0, a random policy and a
-"call every write tool" hack score 0. Run for every task before it is admitted, and by
-``scaleenv check``."""
+"""Reward-integrity gates, run for every task before it is admitted and by ``scaleenv check``.
+
+The gold chain must score 1; every other policy must score 0: doing nothing, a random policy, the
+"call every write tool" hack, the read-dump (no writes, every read tool called, every output pasted
+into the answer), the spray (a grid of numbers and the tool descriptions' words), the parrot (the
+user's messages said back), and the distractor swap (the gold chain acting on each look-alike of a
+target instead of the target).
+"""
 
 from __future__ import annotations
 
@@ -8,55 +13,123 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from scaleenv.env.agents import Agent
 from scaleenv.env.core import Mode, ToolEnv
 from scaleenv.env.episode import Episode
-from scaleenv.env.policies import RANDOM_CALLS, play, reference_policy
+from scaleenv.env.policies import (
+    RANDOM_CALLS,
+    READ_DUMP_IDS,
+    READ_DUMP_ROUNDS,
+    SwapAgent,
+    play,
+    reference_policy,
+)
 from scaleenv.formats.task import Task
+from scaleenv.tools.chain import ChainError, resolve_args
+
+ZERO_GATES = ("noop", "parrot", "spray", "random", "hack", "read_dump", "swap")
+"""The gates whose policy must score 0 (the gold chain must score 1), cheapest first: the build stops
+at the first that scores."""
+
+_POLICY = {"noop": "noop", "random": "random", "hack": "write_all", "read_dump": "read_dump", "spray": "spray",
+           "parrot": "parrot"}
 
 
 @dataclass
 class GateResult:
-    gold: float
-    noop: float
-    random: float
-    hack: float
+    """Each gate's score (``swap``: the best score of any look-alike swap; 0.0 when there is none)."""
+
+    scores: dict[str, float]
     details: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> float:
+        scores = self.__dict__.get("scores", {})
+        if name in scores:
+            return scores[name]
+        raise AttributeError(name)
 
     @property
     def passed(self) -> bool:
-        return self.gold == 1.0 and self.noop == 0.0 and self.random == 0.0 and self.hack == 0.0
+        return not self.failures()
 
     def failures(self) -> list[str]:
-        out = []
-        if self.gold != 1.0:
-            out.append("gold_not_1")
-        if self.noop != 0.0:
-            out.append("noop_not_0")
-        if self.random != 0.0:
-            out.append("random_not_0")
-        if self.hack != 0.0:
-            out.append("hack_not_0")
-        return out
+        out = [] if self.scores.get("gold") == 1.0 else ["gold_not_1"]
+        return out + [f"{g}_not_0" for g in ZERO_GATES if self.scores.get(g, 0.0) != 0.0]
 
-    def to_json(self) -> dict[str, Any]:
-        return {"gold": self.gold, "noop": self.noop, "random": self.random, "hack": self.hack}
+    def to_json(self) -> dict[str, float]:
+        return dict(self.scores)
+
+
+def _max_turns(ep: Episode, task: Task) -> int:
+    return len(ep.tool_names) + len(task.gold_chain) + RANDOM_CALLS + READ_DUMP_ROUNDS + 2
+
+
+def play_policy(ep: Episode, task: Task, agent: Agent, rng: random.Random) -> Any:
+    """An agent's reward on the task, played through the environment core (solo: the gates judge
+    the world and what was said, not a conversation)."""
+    env = ToolEnv(task, ep, mode=Mode.SOLO, max_turns=_max_turns(ep, task), release=lambda _: None)
+    return play(env, agent, rng)
 
 
 def score_policy(ep: Episode, task: Task, policy: str, rng: random.Random | None = None) -> Any:
-    """One reference policy's reward on the task, played through the environment core (solo: the
-    gates judge the world and what was said, not a conversation)."""
-    env = ToolEnv(task, ep, mode=Mode.SOLO, max_turns=len(ep.tool_names) + len(task.gold_chain) + RANDOM_CALLS + 2,
-                  release=lambda _: None)
-    return play(env, reference_policy(policy), rng or random.Random(f"gates:0:{task.id}"))
+    """One reference policy's reward on the task (see :mod:`scaleenv.env.policies`)."""
+    return play_policy(ep, task, reference_policy(policy), rng or random.Random(f"gates:0:{task.id}"))
+
+
+def swap_pairs(ep: Episode, task: Task) -> list[tuple[Any, Any]]:
+    """(target id, look-alike id) for every distractor of the task whose target the goals depend on.
+
+    The target of a distractor's table is the id of that table the gold chain passes (resolved from
+    the outputs it gets) to a goal call, or to a call whose output a later call uses; a record the
+    chain only looks up and never uses can be swapped for anything."""
+    distractors = task.verification.distractors
+    if not distractors:
+        return []
+    used = {v["$ref"] for c in task.gold_chain for v in c.args.values() if isinstance(v, dict) and "$ref" in v}
+    ep.reset()
+    outputs: list[Any] = []
+    passed: list[Any] = []
+    for i, call in enumerate(task.gold_chain):
+        try:
+            args = resolve_args(call, outputs, i)
+        except ChainError:
+            break
+        if call.purpose == "goal" or i in used:
+            passed += [v for v in args.values() if isinstance(v, str | int) and not isinstance(v, bool)]
+        outputs.append(ep.call_tool(call.tool, args).value)
+    ep.reset()
+    pairs = []
+    for table, ids in sorted(distractors.items()):
+        lookalikes = set(ids)
+        target = next((v for v in passed if v not in lookalikes and ep.world.row(table, v) is not None), None)
+        if target is not None:
+            pairs += [(target, d) for d in ids]
+    return pairs
 
 
 def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False) -> GateResult:
-    """Score the gold chain, no action, a random policy and the write-everything hack."""
+    """Score the gold chain and every policy that must score 0 (see the module docstring)."""
     rng = random.Random(f"gates:{seed}:{task.id}")
+    scores: dict[str, float] = {}
     gold = score_policy(ep, task, "oracle", rng)
-    noop = score_policy(ep, task, "noop", rng)
-    rand = score_policy(ep, task, "random", rng)
-    hack = score_policy(ep, task, "write_all", rng)
+    scores["gold"] = gold.score
+    details: dict[str, Any] = {"gold_diff": gold.diff[:5]} if detail else {}
+    for gate in ZERO_GATES:
+        if gate == "swap":
+            best = 0.0
+            for target, other in swap_pairs(ep, task):
+                r = play_policy(ep, task, SwapAgent(target, other), rng)
+                if r.score > best:
+                    best = r.score
+                    if detail:
+                        details["swap_with"] = other
+            scores["swap"] = best
+        else:
+            scores[gate] = score_policy(ep, task, _POLICY[gate], rng).score
+        if scores[gate] != 0.0 and not detail:
+            break  # rejected: the rest need not run
     ep.reset()
-    details = {"gold_diff": gold.diff[:5]} if detail else {}
-    return GateResult(gold.score, noop.score, rand.score, hack.score, details)
+    return GateResult(scores, details)
+
+
+__all__ = ["READ_DUMP_IDS", "ZERO_GATES", "GateResult", "play_policy", "run_gates", "score_policy", "swap_pairs"]

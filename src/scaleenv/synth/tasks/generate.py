@@ -25,12 +25,31 @@ from scaleenv.synth.tasks.expand import expand_tools
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human
 from scaleenv.synth.tasks.state import distractor, fresh_unique, mend_rows, next_id
+from scaleenv.synth.tasks.validity import (
+    ZERO_ANSWERS,
+    answer_options,
+    call_effect,
+    exempt_columns,
+    fair_rivals,
+    goal_effects,
+    lookalikes,
+    same_answer,
+    shows,
+    unobservable_goals,
+)
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
+
+CHILD_TABLES = 3
+"""Child tables whose rows a cloned target gets (so aggregates over its children are not 0)."""
+
+CHILD_ROWS = 3
+"""Child rows cloned per child table."""
+
 
 STAGE_SECONDS: Counter = Counter()
 """Cumulative seconds per Phase 2 stage in this process (reported by the build and the benchmark)."""
@@ -83,11 +102,13 @@ class TaskBuilder:
         self.distractor_ids: dict[str, set[Any]] = {}
         self.reserved: dict[str, list[Any]] = {}
         self.taken: set[Any] = set()
+        self._seeded: set[str] = set()
         self.entities: dict[str, EntityRef] = {}
         self.refs: dict[str, Any] = {}  # table -> id reference (a $ref dict or a literal id)
         self.chain: list[Call] = []
         self.goals: list[Goal] = []
         self.answer_facts: list[dict[str, Any]] = []
+        self.effects: list[dict[Any, Any]] = []  # the matched cells each write goal changed
 
     # --- initial state ---------------------------------------------------------
     def add_rows(self, table: str, rows: list[dict[str, Any]], distract: bool = False) -> None:
@@ -130,16 +151,34 @@ class TaskBuilder:
             link = self.ctx.parent_link(t)
             if link and (link[1], row.get(link[0])) in mapping:
                 new[link[0]] = mapping[(link[1], row[link[0]])]
+            self.seed_taken(t)
             new = fresh_unique(tbl, new, self.rng, self.taken)
-            self.add_rows(t, [new])
+            try:
+                self.add_rows(t, [new])
+            except ScaleEnvError as e:
+                raise TaskRejected("clone_conflict", str(e)) from None
             mapping[(t, row["id"])] = new["id"]
             clones.append((t, new))
         return mapping, clones
+
+    def seed_taken(self, table: str) -> None:
+        """Mark the values the world already holds in ``table``'s unique columns as taken (a fresh value
+        must not collide with them), once per table."""
+        if table in self._seeded:
+            return
+        self._seeded.add(table)
+        tbl = self.spec.table(table)
+        assert tbl is not None
+        for c in tbl.columns:
+            if c.unique and c.name != tbl.primary_key:
+                self.taken.update(r[0] for r in self.world.conn.execute(
+                    f'SELECT "{c.name}" FROM "{table}" WHERE "{c.name}" IS NOT NULL'))
 
     def add_distractors(self, clones: list[tuple[str, dict[str, Any]]], density: int) -> None:
         for t, row in clones:
             tbl = self.spec.table(t)
             assert tbl is not None
+            self.seed_taken(t)
             rows = []
             for _ in range(density):
                 d = distractor(tbl, row, self.rng, self.taken)
@@ -151,6 +190,112 @@ class TaskBuilder:
                     self.add_rows(t, rows, distract=True)
                 except ScaleEnvError:
                     continue
+
+    def add_children(self, clones: list[tuple[str, dict[str, Any]]], source: dict[Any, tuple[str, Any]],
+                     primary: ToolSpec, args: dict[str, Any]) -> None:
+        """Give the cloned target (and the path's root) child rows of their own: those of another row of
+        the same table (so they differ from the original's), else the original's. Dropped again when
+        they break the primary goal's preconditions."""
+        targets = [clones[-1]] + ([clones[0]] if len(clones) > 1 else [])
+        path_tables = {t for t, _ in clones}
+        snap, patch = self.world.snapshot(), {t: list(rows) for t, rows in self.patch.items()}
+        added = False
+        for t, row in targets:
+            orig = source.get(row["id"], (t, None))[1]
+            for child, fk in self.ctx.children(t)[:CHILD_TABLES]:
+                if child in path_tables:
+                    continue
+                rows = self.donor_children(t, child, fk, orig)
+                tbl = self.spec.table(child)
+                assert tbl is not None
+                self.seed_taken(child)
+                new_rows, ids = [], set()
+                for r in rows[:CHILD_ROWS]:
+                    new = fresh_unique(tbl, {**r, fk: row["id"]}, self.rng, self.taken)
+                    new["id"] = next_id(self.world, child, ids)
+                    ids.add(new["id"])
+                    new_rows.append(new)
+                if not new_rows:
+                    continue
+                try:
+                    self.add_rows(child, new_rows)
+                    added = True
+                except ScaleEnvError:
+                    continue
+        if added and first_failing_precondition(self.world, primary, bind_params(self.world, primary, args)) is not None:
+            self.world.restore(snap)
+            self.patch = patch
+
+    def donor_children(self, table: str, child: str, fk: str, orig: Any) -> list[dict[str, Any]]:
+        """The child rows of a random other row of ``table`` that has some (else of ``orig``)."""
+        q = self.world.conn.execute(
+            f'SELECT DISTINCT "{fk}" FROM "{child}" WHERE "{fk}" IS NOT NULL ORDER BY 1 LIMIT 200')
+        parents = [r[0] for r in q if r[0] != orig]
+        donor = parents[self.rng.randrange(len(parents))] if parents else orig
+        if donor is None:
+            return []
+        cur = self.world.conn.execute(f'SELECT * FROM "{child}" WHERE "{fk}" = ? ORDER BY 1', (donor,))
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+    def add_lookalikes(self) -> None:
+        """Every record that shares an entity's name (base world included) counts as a distractor."""
+        for t, ref in self.entities.items():
+            extra = lookalikes(self.world, self.ctx, t, ref.row, ref.by)
+            if extra:
+                self.distractor_ids.setdefault(t, set()).update(extra)
+
+    def final_lookalikes(self, initial: bytes) -> None:
+        """On the task's final initial state (expansion may have cloned rows too): every record that
+        shares the name of a row the task cloned and the chain names, by reference or by literal id,
+        is a distractor."""
+        world = World.from_snapshot(self.spec, initial)
+        patched = {t: {r["id"] for r in rows} for t, rows in self.patch.items()}
+        named: list[tuple[str, Any]] = [(t, ref.row["id"]) for t, ref in self.entities.items()]
+        for call in self.chain:
+            tool = self.spec.tool(call.tool)
+            assert tool is not None
+            for p, t in self.ctx.key_params(tool).items():
+                v = call.args.get(p)
+                if isinstance(v, str | int) and not isinstance(v, bool) and v in patched.get(t, ()):
+                    named.append((t, v))
+        for t, key in dict.fromkeys(named):
+            if key in self.distractor_ids.get(t, ()):
+                continue
+            row = world.row(t, key)
+            extra = lookalikes(world, self.ctx, t, row) if row is not None else []
+            if extra:
+                self.distractor_ids.setdefault(t, set()).update(extra)
+        world.close()
+
+    def trim_args(self, tool: ToolSpec, args: dict[str, Any]) -> dict[str, Any] | None:
+        """Drop every optional literal argument the preconditions do not need (the user never asks
+        for one); None when a needed one is left that nothing states."""
+        keys = self.ctx.key_params(tool)
+        out = dict(args)
+        for p in tool.parameters:
+            if p.required or p.name in keys or p.name not in out:
+                continue
+            trial = {k: v for k, v in out.items() if k != p.name}
+            try:
+                ok = first_failing_precondition(self.world, tool, bind_params(self.world, tool, trial)) is None
+            except ToolError:
+                ok = False
+            if ok:
+                out = trial
+        return out
+
+    def exempt_input(self, tool: ToolSpec, args: dict[str, Any]) -> bool:
+        """Whether a value the user would give is stored in a column the reward ignores."""
+        keys = self.ctx.key_params(tool)
+        for name in args:
+            p = tool.param(name)
+            if p is None or name in keys or not p.column:
+                continue
+            t, _, c = p.column.partition(".")
+            if c in exempt_columns(self.spec, t) and c != "id":
+                return True
+        return False
 
     # --- resolution steps --------------------------------------------------------
     def pick_where(self, rows: list[dict[str, Any]], target: dict[str, Any], table: str) -> dict[str, Any]:
@@ -267,8 +412,15 @@ class TaskBuilder:
         self.add_distractors(clones, density)
         if first_failing_precondition(self.world, primary, bind_params(self.world, primary, args)) is not None:
             raise TaskRejected("clone_breaks_preconditions", primary.name)
+        self.add_children(clones, {v: k for k, v in mapping.items()}, primary, args)
+        args = self.trim_args(primary, args)
+        if args is None:
+            raise TaskRejected("unstated_argument", primary.name)
+        if self.exempt_input(primary, args):
+            raise TaskRejected("exempt_input", primary.name)
         # 2. the seed chain: lookups, then the goal calls
         self.resolve_entities(clones)
+        self.add_lookalikes()
         initial = self.world.snapshot()
         scratch = World.from_snapshot(self.spec, initial)
         try:
@@ -293,45 +445,70 @@ class TaskBuilder:
         return initial, level, density, withheld
 
     def add_write_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> None:
-        try:
-            run_tool(scratch, tool, args)
-        except ToolError as e:
-            raise TaskRejected("goal_failed", f"{tool.name}: {e}") from None
-        self.goal_call(tool, args)
+        """The primary write goal; arguments that change nothing (a value set to what it holds) are
+        redrawn a few times before the attempt is rejected."""
+        snap = scratch.snapshot()
+        focus = self.ctx.focus(tool)
+        sampler = ArgSampler(scratch, self.rng)
+        for _ in range(3):
+            try:
+                changed = call_effect(self.spec, scratch, snap, tool, args)
+            except ToolError as e:
+                raise TaskRejected("goal_failed", f"{tool.name}: {e}") from None
+            if changed:
+                self.effects.append(changed)
+                self.goal_call(tool, args)
+                return
+            scratch.restore(snap)
+            fixed = {focus[0]: args[focus[0]]} if focus else {}
+            fixed.update({k: v for k, v in args.items() if k in self.ctx.key_params(tool)})
+            redrawn = sampler.satisfying_args(tool, attempts=3, fixed=fixed)
+            redrawn = self.trim_args(tool, redrawn) if redrawn is not None else None
+            if redrawn is None or self.exempt_input(tool, redrawn):
+                break
+            args = redrawn
+        raise TaskRejected("noop_subgoal", tool.name)
 
     def add_read_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> bool:
+        """A question about a goal entity, answered by ``tool``: an answer that is not zero, empty or a
+        default, and that every look-alike of the entity answers differently (their values are the
+        fact's rivals)."""
         try:
             out = run_tool(scratch, tool, args)
         except ToolError:
             return False
-        name, value = self.answer_of(tool, out)
-        if value is None or value == "" or isinstance(value, bool):
+        rival_outs = self.rival_outputs(scratch, tool, args)
+        options = []
+        for name, key, value in answer_options(self.spec, self.ctx, tool, out):
+            if value is None or isinstance(value, bool) or value in ZERO_ANSWERS or value == []:
+                continue
+            rivals = [o if key is None else (o.get(key) if isinstance(o, dict) else None) for o in rival_outs]
+            if any(same_answer(value, r) for r in rivals):
+                continue
+            options.append((name, value, [r for r in dict.fromkeys(_hashable(r) for r in rivals) if r is not None]))
+        if not options:
             return False
-        self.answer_facts.append({"name": name, "value": value})
+        pick = options[0] if self.rng.random() < 0.5 else options[self.rng.randrange(len(options))]
+        name, value, rivals = pick
+        fact: dict[str, Any] = {"name": name, "value": value}
+        if rivals:
+            fact["rivals"] = rivals
+        self.answer_facts.append(fact)
         self.goal_call(tool, args, answer=name)
         return True
 
-    def answer_of(self, tool: ToolSpec, out: Any) -> tuple[str, Any]:
-        if tool.returns.mode == "scalar":
-            return human(tool.name), out
-        if not isinstance(out, dict):
-            return "", None
-        answer = tool.meta.get("answer")
-        if answer and answer in out:
-            return answer, out[answer]
-        table = self.spec.table(tool.returns.table or "")
-        if table is None:
-            keys = [k for k in sorted(out) if k != "id"]
-            return (keys[0], out[keys[0]]) if keys else ("", None)
-        display = self.ctx.display_column(table.name)
-        cols = [c for c in table.columns if c.name not in ("id", display) and not c.foreign_key
-                and not c.unique and c.match != "exempt" and c.type not in ("json", "boolean")
-                and out.get(c.name) is not None]
-        cols.sort(key=lambda c: (c.name not in ("status", "state"), c.enum is None, c.name))
-        if not cols:
-            return "", None
-        c = cols[0] if self.rng.random() < 0.5 else cols[self.rng.randrange(len(cols))]
-        return f"{self.ctx.singular(table.name)} {c.name}", out[c.name]
+    def rival_outputs(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> list[Any]:
+        """What ``tool`` answers for each look-alike of the entity it asks about (None where it fails)."""
+        focus = self.ctx.focus(tool)
+        if focus is None:
+            return []
+        outs = []
+        for d in sorted(self.distractor_ids.get(focus[1], ()), key=str):
+            try:
+                outs.append(run_tool(scratch, tool, {**args, focus[0]: d}))
+            except ToolError:
+                outs.append(None)
+        return outs
 
     def add_more_goal(self, scratch: World, read: bool = False, confirm: bool = False) -> bool:
         pool = self.ctx.read_goal_tools if read else self.ctx.goal_tools
@@ -357,14 +534,22 @@ class TaskBuilder:
                 if self.add_read_goal(scratch, tool, args):
                     return True
                 continue
+            trimmed = self.trim_args(tool, args)
+            if trimmed is None or self.exempt_input(tool, trimmed):
+                continue
+            args = trimmed
             snap = scratch.snapshot()
             try:
-                run_tool(scratch, tool, args)
+                changed = call_effect(self.spec, scratch, snap, tool, args)
             except ToolError:
                 scratch.restore(snap)
                 continue
-            if not scratch.touched():
+            # a no-op (the value already holds, or only exempt columns move), or one that undoes an
+            # earlier goal's change, is not a goal
+            if not changed or not all(shows(e, scratch, self.world) for e in self.effects):
+                scratch.restore(snap)
                 continue
+            self.effects.append(changed)
             self.goal_call(tool, args)
             return True
         return False
@@ -376,6 +561,7 @@ class TaskBuilder:
             tools, extra = expand_tools(self.ctx, initial, self.chain, self.rng, self.config.min_tools)
             if extra:
                 world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
+            self.final_lookalikes(initial)
         with _stage("user_side"):
             task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
         with _stage("gates"):
@@ -400,8 +586,19 @@ class TaskBuilder:
             raise TaskRejected("no_effect")
         expected_hash = world.state_hash()
         self.check_distractors_orthogonal(world)
+        self.check_goal_effects(initial)
         world.clear_changes()
         return world, gold_keys, initial_hash, expected_hash
+
+    def check_goal_effects(self, initial: bytes) -> None:
+        """Every write goal must change a matched cell, and its change must still show in the end."""
+        try:
+            effects, final = goal_effects(self.spec, initial, self.chain)
+        except ChainError as e:
+            raise TaskRejected("verification_failed", str(e)) from None
+        bad = unobservable_goals(self.spec, initial, effects, final)
+        if bad:
+            raise TaskRejected(bad[0][1], bad[0][0])
 
     def reverify(self, extra: dict[str, list[dict[str, Any]]],
                  gold_keys: dict[str, list[Any]]) -> tuple[World, bytes, str, str]:
@@ -426,7 +623,15 @@ class TaskBuilder:
         spec = self.spec
         root = next(iter(self.entities.values()), None)
         instruction, profile = build_user_side(spec, root, self.entities, self.goals, withheld, self.rng)
-        facts = [{"name": f["name"], "value": f["value"]} for f in self.answer_facts]
+        facts = fair_rivals([dict(f) for f in self.answer_facts])
+        said = " ".join(profile["goals"])
+        for g in self.goals:
+            if g.tool.kind != "write":
+                continue
+            for k, v in g.args.items():
+                p = g.tool.param(k)
+                if k not in g.refs and p is not None and not p.required and str(v) not in said:
+                    raise TaskRejected("unstated_argument", f"{g.tool.name}.{k}")
         return Task(
             id=f"{spec.name}/{self.attempt:05d}",
             domain=spec.name,
@@ -513,3 +718,7 @@ class DomainTasks:
 def generate_task(ctx: DomainContext, seed: int, attempt: int, config: ChainConfig | None = None) -> Task:
     """Build one task for attempt number ``attempt`` or raise TaskRejected (deterministic)."""
     return TaskBuilder(ctx, seed, attempt, config or ChainConfig()).run()
+
+
+def _hashable(v: Any) -> Any:
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, dict | list) else v
