@@ -28,8 +28,13 @@ def table_order(spec: DomainSpec) -> list[str]:
 
 
 def apply_patch(world: World, patch: dict[str, list[dict[str, Any]]]) -> None:
-    """Insert the patch rows (parents first) and forget them in the change log."""
+    """Insert the patch rows (parents first) and forget them in the change log.
+
+    A world restored from a snapshot keeps that snapshot's row digests: only the patch rows are
+    hashed, and the patched state's digests are known without a full scan.
+    """
+    world.prime_digests()
     for t in table_order(world.spec):
         if patch.get(t):
-            world.load_rows(t, patch[t])
+            world.load_rows(t, patch[t], log=True)
     world.clear_changes()
