@@ -198,6 +198,28 @@ def _job(args: tuple[str, str, dict[str, Any], Any]) -> DomainResult:
     return build_one_domain(Path(root), name, cfg, progress)
 
 
+def _job_shipped(args: tuple[str, dict[str, Any], bytes | None]) -> tuple[DomainResult, bytes]:
+    """A Ray build worker without the driver's disk: build the domain in a temporary directory of its
+    own (seeded with the driver's partial files when resuming) and return the files it wrote."""
+    import tempfile
+
+    from scaleenv.parallel.shipping import pack_tree, unpack_tree
+
+    name, cfg, seed = args
+    with tempfile.TemporaryDirectory(prefix="scaleenv-build-") as tmp:
+        root = Path(tmp)
+        if seed:
+            unpack_tree(seed, root)
+        result = build_one_domain(root, name, cfg, None)
+        return result, pack_tree(root, "")
+
+
+def _domain_files(out: Path, name: str) -> list[str]:
+    """The files of one domain already in a universe (what a resumed shipped build starts from)."""
+    rels = [p.relative_to(out).as_posix() for p in (out / "domains" / name).rglob("*") if p.is_file()]
+    return rels + [p.relative_to(out).as_posix() for p in (out / "tasks").glob(f"{name}.*") if p.is_file()]
+
+
 def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
     manifest = cfg.out / "universe.json"
     if manifest.exists():
@@ -289,13 +311,18 @@ def _run_ray(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | Non
                  include_dashboard=False, log_to_driver=False)
         started = True
     try:
-        remote = ray.remote(_job)
-        refs = {remote.remote((str(cfg.out.resolve()), n, job_cfg, None)): n for n in cfg.domains}
+        from scaleenv.parallel.shipping import pack_files, unpack_tree
+
+        # Workers build in their own temporary directories and send the files back: no shared disk.
+        remote = ray.remote(_job_shipped)
+        refs = {remote.remote((n, job_cfg, pack_files(cfg.out, _domain_files(cfg.out, n)) if cfg.resume else None)): n
+                for n in cfg.domains}
         results: dict[str, DomainResult] = {}
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            r = ray.get(done[0])
+            r, files = ray.get(done[0])
+            unpack_tree(files, cfg.out)
             results[refs[done[0]]] = r
             if progress:
                 progress(r.domain, "tasks", r.tasks, cfg.tasks_per_domain)
