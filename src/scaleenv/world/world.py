@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
+import sys
 import threading
 import time
+import weakref
 from collections import ChainMap, OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -205,6 +208,7 @@ _POOL: dict[str, list[sqlite3.Connection]] = {}
 _POOL_PER_SCHEMA = 8
 _POOL_LOCK = threading.Lock()
 _CLOSED = sqlite3.connect(":memory:")
+_LONE_REFS = sys.getrefcount(_CLOSED)  # a connection held by one name (its statement cache holds it too)
 _CLOSED.close()  # what a closed world's ``conn`` is: any use raises sqlite3.ProgrammingError
 
 
@@ -270,7 +274,9 @@ class World:
         self._snap: bytes | None = None
         self._base: _HashBase | None = None
         self.deadline: float | None = None
-        conn.set_progress_handler(self._over_deadline, 20_000)
+        # A weak reference: the connection must not keep its world alive (no reference cycle), so a
+        # world nobody holds is freed at once and its connection goes back to the pool (__del__).
+        conn.set_progress_handler(functools.partial(_deadline_check, weakref.ref(self)), 20_000)
 
     @staticmethod
     def _connect() -> sqlite3.Connection:
@@ -290,6 +296,19 @@ class World:
         world = cls(spec, conn)
         world._snap = data if type(data) is bytes else None
         return world
+
+    def __del__(self) -> None:
+        conn = self.__dict__.get("conn")
+        if conn is None or conn is _CLOSED:
+            return
+        try:
+            # Only a connection nobody else holds is reused (this world's dict and the local are the
+            # one reference more than a lone connection has); one still referenced elsewhere
+            # (``conn = World(spec).conn``, a live cursor) is left alone.
+            if sys.getrefcount(conn) <= _LONE_REFS + 1 and _pool_give(self._setup.content_hash, conn):
+                self.conn = _CLOSED
+        except Exception:  # noqa: BLE001, S110 - finalizers must not raise (e.g. at interpreter exit)
+            pass
 
     def _over_deadline(self) -> int:
         """SQLite's progress handler: a non-zero answer interrupts the running statement. The tool
@@ -594,6 +613,11 @@ class World:
             return
         if not _pool_give(self._setup.content_hash, conn):
             conn.close()
+
+
+def _deadline_check(ref: weakref.ReferenceType) -> int:
+    world = ref()
+    return 0 if world is None else world._over_deadline()
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
