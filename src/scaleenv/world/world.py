@@ -206,7 +206,7 @@ def _setup(spec: DomainSpec) -> _SpecSetup:
 # compiles) that the first query on a brand-new connection pays.
 _POOL: dict[str, list[sqlite3.Connection]] = {}
 _POOL_PER_SCHEMA = 8
-_POOL_LOCK = threading.Lock()
+_POOL_LOCK = threading.RLock()  # re-entrant: a finalizer (World.__del__) may run while it is held
 _CLOSED = sqlite3.connect(":memory:")
 _LONE_REFS = sys.getrefcount(_CLOSED)  # a connection held by one name (its statement cache holds it too)
 _CLOSED.close()  # what a closed world's ``conn`` is: any use raises sqlite3.ProgrammingError
