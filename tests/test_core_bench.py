@@ -12,7 +12,9 @@ from scaleenv.errors import ScaleEnvError
 CORE_FIGURES = {
     "core.reset_ms", "core.read_call_ms", "core.write_call_ms", "core.evaluate_ms", "core.hash_ms",
     "core.hash_cold_ms", "core.episode_mem_mb", "core.import_s", "core.python_startup_s", "core.world_json_mb",
-    "core.world_json_compact_mb", "core.world_sqlite_mb", "core.world_rows", "core.build_s",
+    "core.world_json_compact_mb", "core.world_sqlite_mb", "core.world_rows", "core.build_s", "core.construct_ms",
+    "core.first_call_ms", "core.first_call_newconn_ms", "core.evaluate_full_ms", "core.hash_cold_newsnap_ms",
+    "core.task_worlds_mem_mb", "core.import_env_s",
 }
 
 

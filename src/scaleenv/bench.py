@@ -7,6 +7,7 @@ prefix of its own (``core.reset_ms``, ...). Figures are medians unless their nam
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -51,8 +52,11 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
-def run_bench(quick: bool = False, only: Iterable[str] | None = None) -> dict[str, float]:
-    """Run every benchmark module (or those named in ``only``) and return their figures, sorted by name."""
+def run_bench(quick: bool = False, only: Iterable[str] | None = None, scale: float | None = None) -> dict[str, float]:
+    """Run every benchmark module (or those named in ``only``) and return their figures, sorted by name.
+
+    ``scale`` goes to the modules whose ``run`` takes it (``bench_tasks``: the catalog retail world's
+    scale; 17 is tau2-bench's retail size)."""
     modules = discover()
     if not modules:
         raise ScaleEnvError(f"no bench_*.py modules in {bench_dir()}")
@@ -64,5 +68,7 @@ def run_bench(quick: bool = False, only: Iterable[str] | None = None) -> dict[st
         modules = {k: v for k, v in modules.items() if k in wanted}
     figures: dict[str, float] = {}
     for path in modules.values():
-        figures.update(load_module(path).run(quick))
+        module = load_module(path)
+        takes_scale = "scale" in inspect.signature(module.run).parameters
+        figures.update(module.run(quick, scale=scale) if takes_scale else module.run(quick))
     return {k: figures[k] for k in sorted(figures)}

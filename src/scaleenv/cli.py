@@ -401,13 +401,16 @@ def report(
 def bench(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object of named figures."),
     quick: bool = typer.Option(False, "--quick", help="Fewer repetitions (for smoke tests)."),
+    scale: float = typer.Option(None, "--scale", min=0.05, max=50.0,
+                                help="Scale of the catalog retail world for the task figures (17: tau2 size)."),
+    only: list[str] = typer.Option(None, "--only", help="Run only this benchmark (core, tasks, ...); repeatable."),
 ) -> None:
     """Run the performance suite (code under benchmarks/) and print the figures."""
     from scaleenv.bench import run_bench
     from scaleenv.errors import ScaleEnvError
 
     try:
-        figures = run_bench(quick=quick)
+        figures = run_bench(quick=quick, only=only or None, scale=scale)
     except ScaleEnvError as e:
         fail(e)
     if as_json:

@@ -196,14 +196,23 @@ class Universe:
         return _checked(path, read_json(path), _Done)
 
     def base(self, domain: str) -> bytes:
-        """The base world's SQLite image, checked once per file version: it opens, and it has every
-        table and column of the spec (plus the change log)."""
+        """The domain's base snapshot. Read once per file version (path, size, mtime) and shared, so
+        every task world of a domain starts from the same bytes object (its digests are cached); checked
+        when read: it opens, and it has every table and column of the spec (plus the change log)."""
         path = self.domain_dir(domain) / "base.sqlite"
         try:
+            st = path.stat()
+            key = (st.st_size, st.st_mtime_ns, st.st_ino)
+            hit = _BASE_BYTES.get(str(path))
+            if hit is not None and hit[0] == key:
+                return hit[1]
             data = path.read_bytes()
         except OSError as e:
             raise UniverseError(f"{path}: cannot read ({e})") from None
         _check_base(path, self.spec(domain), data)
+        if len(_BASE_BYTES) >= 64:
+            _BASE_BYTES.clear()
+        _BASE_BYTES[str(path)] = (key, data)
         return data
 
     def graph(self, domain: str) -> dict[str, Any]:
@@ -262,6 +271,7 @@ class Universe:
 
 
 _SPEC_CACHE: dict[str, DomainSpec] = {}
+_BASE_BYTES: dict[str, tuple[tuple[int, int, int], bytes]] = {}
 
 
 def _cached_spec(path: str) -> DomainSpec:

@@ -43,7 +43,18 @@ class RayExecutor(Executor):
         self.actors: list[Any] = []
         self._started = False
 
-    def _ensure(self) -> Any:
+    def ship(self, root: Any, domains: list[str] | None = None) -> Any:
+        """Put the universe at ``root`` in Ray's object store (starting or joining Ray first) and return
+        the :class:`~scaleenv.parallel.shipping.ShippedUniverse` that workers materialize locally, so
+        that nodes need no shared filesystem."""
+        from pathlib import Path
+
+        from scaleenv.parallel.shipping import ship_universe
+
+        self._init()
+        return ship_universe(Path(root), domains)
+
+    def _init(self) -> Any:
         ray = require_ray()
         if not ray.is_initialized():
             try:
@@ -52,6 +63,10 @@ class RayExecutor(Executor):
             except Exception as e:  # noqa: BLE001 - connection problems become one clear line
                 raise ScaleEnvError(f"cannot start or reach Ray ({self.address or 'local'}): {e}") from None
             self._started = True
+        return ray
+
+    def _ensure(self) -> Any:
+        ray = self._init()
         if not self.actors:
             cpus = ray.cluster_resources().get("CPU", 0)
             opts = {"num_cpus": 1} if cpus >= self.workers else {}

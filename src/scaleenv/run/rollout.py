@@ -9,7 +9,7 @@ shape (``info``, ``tasks``, ``simulations``) and adds ``avg_at_k``, ``pass_at_k`
 ``per_domain`` and the run's ``settings``.
 
 Workers (processes or Ray actors) each load the universe by its absolute path and keep their own
-worlds; with ``--ray-address`` every node must see the universe directory at that same path.
+worlds. Ray workers get the universe through Ray's object store (no shared filesystem needed).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def _llm(spec: str | None) -> bool:
 class RolloutJob:
     """What a worker needs (picklable): where the universe is and how to play each episode."""
 
-    universe: str
+    universe: Any  # a path, or a ShippedUniverse (parallel/shipping.py) for workers without the driver's disk
     agent: str
     user: str | None
     mode: str = "conversational"
@@ -116,9 +116,11 @@ class RolloutWorker:
 
     def __init__(self, job: RolloutJob):
         from scaleenv.env.cache import TaskWorldCache
+        from scaleenv.parallel.shipping import local_universe
 
         self.job = job
-        self.cache = TaskWorldCache(job.universe, max_tasks=self.MAX_TASKS, max_idle=max(1, job.concurrency))
+        self.cache = TaskWorldCache(local_universe(job.universe), max_tasks=self.MAX_TASKS,
+                                    max_idle=max(1, job.concurrency))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tools_json: dict[str, str] = {}
         self.clients = ChatClients()
@@ -500,6 +502,8 @@ def run_rollout(cfg: RolloutConfig, on_episode: Callable[[dict[str, Any]], None]
     if executor is None and pending:
         executor = make_executor(cfg.executor, functools.partial(RolloutWorker, job), workers=cfg.workers,
                                  ray_address=cfg.ray_address)
+        if hasattr(executor, "ship"):  # Ray: workers get the universe through the object store, not a path
+            job.universe = executor.ship(universe.root, sorted({t.domain for t in tasks}))
     fh = traj_path.open("a", encoding="utf-8") if traj_path is not None else None
     counters = {"steps": 0, "episodes": 0}
 

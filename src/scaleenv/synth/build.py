@@ -212,6 +212,28 @@ class DomainBuilder:
         pass
 
 
+def _job_shipped(args: tuple[str, dict[str, Any], bytes | None]) -> tuple[DomainResult, bytes]:
+    """A Ray build worker without the driver's disk: build the domain in a temporary directory of its
+    own (seeded with the driver's partial files when resuming) and return the files it wrote."""
+    import tempfile
+
+    from scaleenv.parallel.shipping import pack_tree, unpack_tree
+
+    name, cfg, seed = args
+    with tempfile.TemporaryDirectory(prefix="scaleenv-build-") as tmp:
+        root = Path(tmp)
+        if seed:
+            unpack_tree(seed, root)
+        result = build_one_domain(root, name, cfg, None)
+        return result, pack_tree(root, "")
+
+
+def _domain_files(out: Path, name: str) -> list[str]:
+    """The files of one domain already in a universe (what a resumed shipped build starts from)."""
+    rels = [p.relative_to(out).as_posix() for p in (out / "domains" / name).rglob("*") if p.is_file()]
+    return rels + [p.relative_to(out).as_posix() for p in (out / "tasks").glob(f"{name}.*") if p.is_file()]
+
+
 def prepare_out(cfg: BuildConfig, force: bool = False) -> None:
     with universe_lock(cfg.out):
         _prepare_out(cfg, force)
@@ -274,6 +296,8 @@ def _run_executor(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress 
     """Build every domain on the configured executor (``scaleenv.parallel``): one domain per batch."""
     from scaleenv.parallel import make_executor
 
+    if cfg.executor == "ray":  # workers without the driver's disk: each builds in its own folder, files come back
+        return _run_ray(cfg, job_cfg, progress)
     results: dict[str, DomainResult] = {}
     root = str(cfg.out.resolve())
     manager = queue = None
@@ -325,3 +349,35 @@ def _drain(queue: Any, progress: Progress | None) -> None:
             return
         if progress:
             progress(*item)
+
+
+def _run_ray(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("the ray executor needs Ray: pip install 'scaleenv[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=cfg.ray_address, num_cpus=None if cfg.ray_address else cfg.workers,
+                 include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        from scaleenv.parallel.shipping import pack_files, unpack_tree
+
+        # Workers build in their own temporary directories and send the files back: no shared disk.
+        remote = ray.remote(_job_shipped)
+        refs = {remote.remote((n, job_cfg, pack_files(cfg.out, _domain_files(cfg.out, n)) if cfg.resume else None)): n
+                for n in cfg.domains}
+        results: dict[str, DomainResult] = {}
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            r, files = ray.get(done[0])
+            unpack_tree(files, cfg.out)
+            results[refs[done[0]]] = r
+            if progress:
+                progress(r.domain, "tasks", r.tasks, cfg.tasks_per_domain)
+        return results
+    finally:
+        if started:
+            ray.shutdown()

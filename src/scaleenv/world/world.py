@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
+import sys
 import threading
 import time
-from collections import OrderedDict
+import weakref
+from collections import ChainMap, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -62,19 +65,93 @@ _MOD = 1 << 128
 
 
 class _HashBase:
-    """Per-row digests (``rows[table][pk]``) and per-table sums/counts of one world state."""
+    """Per-row digests (``rows[table][pk]``) and per-table sums/counts of one world state.
+
+    A base derived from another (:meth:`derive`) shares the parent's digest maps and stores only
+    the rows that differ (a removed row maps to ``None``), so a task world built as "base + patch"
+    costs its patch, not a copy of the base.
+    """
 
     __slots__ = ("counts", "rows", "sums")
 
-    def __init__(self, rows: dict[str, dict[Any, int]]):
+    def __init__(self, rows: Mapping[str, Mapping[Any, int | None]], sums: dict[str, int] | None = None,
+                 counts: dict[str, int] | None = None):
         self.rows = rows
-        self.sums = {t: sum(d.values()) % _MOD for t, d in rows.items()}
-        self.counts = {t: len(d) for t, d in rows.items()}
+        self.sums = sums if sums is not None else {t: sum(d.values()) % _MOD for t, d in rows.items()}
+        self.counts = counts if counts is not None else {t: len(d) for t, d in rows.items()}
+
+    def derive(self, now: Mapping[str, Mapping[Any, int | None]]) -> _HashBase:
+        """This state with the rows in ``now`` replaced (``None``: the row is gone)."""
+        rows = dict(self.rows)
+        sums, counts = dict(self.sums), dict(self.counts)
+        for t, changed in now.items():
+            if t not in rows:
+                continue
+            old = rows[t]
+            s, n = sums[t], counts[t]
+            for k, d in changed.items():
+                was = old.get(k)
+                if was is not None:
+                    s -= was
+                    n -= 1
+                if d is not None:
+                    s += d
+                    n += 1
+            sums[t], counts[t] = s % _MOD, n
+            if not changed:
+                continue
+            if isinstance(old, ChainMap) and len(old.maps) >= 4:  # chains stay short: flatten
+                flat = {k: v for k, v in old.items() if v is not None}
+                for k, d in changed.items():
+                    if d is None:
+                        flat.pop(k, None)
+                    else:
+                        flat[k] = d
+                rows[t] = flat
+            else:
+                rows[t] = ChainMap(dict(changed), old)
+        return _HashBase(rows, sums, counts)
 
 
+# Digests of known snapshots, so that a world restored from them hashes without a scan. Keyed by
+# the bytes object itself (the entry holds it, so an ``is`` check makes the id key safe) and by
+# content (sha1 of the bytes, for an equal snapshot arriving as a new object). Bounded by entry
+# count and by the bytes the entries keep alive.
 _BASE_CACHE: OrderedDict[tuple, tuple[bytes, DomainSpec, _HashBase]] = OrderedDict()
-_BASE_CACHE_SIZE = 16
+_BASE_CACHE_SIZE = 256
+_BASE_CACHE_BYTES = 512 * 10**6
+_base_cache_bytes = 0
 _BASE_LOCK = threading.Lock()
+
+
+def _cache_put(key: tuple, snap: bytes, spec: DomainSpec, base: _HashBase) -> None:
+    """Insert under ``_BASE_LOCK``; evicts the least recently used entries past the bounds."""
+    global _base_cache_bytes
+    old = _BASE_CACHE.pop(key, None)
+    if old is not None:
+        _base_cache_bytes -= len(old[0])
+    _BASE_CACHE[key] = (snap, spec, base)
+    _base_cache_bytes += len(snap)
+    while len(_BASE_CACHE) > 1 and (len(_BASE_CACHE) > _BASE_CACHE_SIZE or _base_cache_bytes > _BASE_CACHE_BYTES):
+        _, gone = _BASE_CACHE.popitem(last=False)
+        _base_cache_bytes -= len(gone[0])
+
+
+def clear_hash_cache() -> None:
+    """Forget every registered snapshot digest (benchmarks use it to measure cold paths)."""
+    global _base_cache_bytes
+    with _BASE_LOCK:
+        _BASE_CACHE.clear()
+        _base_cache_bytes = 0
+
+
+def register_snapshot(world: World, snap: bytes) -> None:
+    """Record that ``snap`` holds ``world``'s current, hashed state (no pending changes)."""
+    base = world._base
+    if base is None or type(snap) is not bytes:
+        return
+    with _BASE_LOCK:
+        _cache_put(("id", id(snap), id(world.spec)), snap, world.spec, base)
 
 
 def _canonical_select(table: Table) -> str:
@@ -88,6 +165,107 @@ def _canonical_select(table: Table) -> str:
     return f"SELECT {', '.join(cols)} FROM {quote_ident(table.name)}"
 
 
+@dataclass(frozen=True)
+class _SpecSetup:
+    """What every world of one spec needs, computed once per spec object and shared."""
+
+    tables: dict[str, Table]
+    order: list[str]
+    canon: dict[str, str]
+    pk_index: dict[str, int]
+    columns: dict[str, list[str]]
+    content_hash: str
+
+
+_SETUP: dict[int, tuple[DomainSpec, _SpecSetup]] = {}
+_SETUP_LOCK = threading.Lock()
+
+
+def _setup(spec: DomainSpec) -> _SpecSetup:
+    hit = _SETUP.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    tables = {t.name: t for t in spec.tables}
+    setup = _SpecSetup(
+        tables=tables,
+        order=sorted(tables),
+        canon={t.name: _canonical_select(t) for t in spec.tables},
+        pk_index={t.name: [c.name for c in t.columns].index(t.primary_key) if t.column(t.primary_key) else 0
+                  for t in spec.tables},
+        columns={t.name: [c.name for c in t.columns] for t in spec.tables},
+        content_hash=spec.content_hash(),
+    )
+    with _SETUP_LOCK:
+        if len(_SETUP) > 256:
+            _SETUP.clear()
+        _SETUP[id(spec)] = (spec, setup)  # holds the spec, so its id cannot be reused while cached
+    return setup
+
+
+# Closed worlds hand their connection back here, per schema; a world restored from a snapshot takes
+# one. SQLite keeps a connection's parsed schema and compiled statements across deserialize() when
+# the schema is the same, so a pooled connection skips the ~0.4 ms schema parse (and the statement
+# compiles) that the first query on a brand-new connection pays.
+_POOL: dict[str, list[sqlite3.Connection]] = {}
+_POOL_PER_SCHEMA = 8
+_POOL_LOCK = threading.RLock()  # re-entrant: a finalizer (World.__del__) may run while it is held
+_CLOSED = sqlite3.connect(":memory:")
+_LONE_REFS = sys.getrefcount(_CLOSED)  # a connection held by one name (its statement cache holds it too)
+_CLOSED.close()  # what a closed world's ``conn`` is: any use raises sqlite3.ProgrammingError
+_PROBE = guarded_connect()
+_LONE_GUARDED_REFS = sys.getrefcount(_PROBE)  # the guard's own hooks hold a guarded connection too
+_PROBE.close()
+del _PROBE
+
+
+def clear_connection_pool() -> None:
+    """Close every pooled connection (benchmarks use it to measure a brand-new connection)."""
+    with _POOL_LOCK:
+        conns = [c for free in _POOL.values() for c in free]
+        _POOL.clear()
+    for c in conns:
+        c.close()
+
+
+def _pool_take(key: str) -> sqlite3.Connection | None:
+    with _POOL_LOCK:
+        free = _POOL.get(key)
+        return free.pop() if free else None
+
+
+def _pool_give(key: str, conn: sqlite3.Connection) -> bool:
+    """Keep ``conn`` for reuse if it is clean (no transaction, no temp objects, nothing attached)."""
+    try:
+        if conn.in_transaction:
+            return False
+        if conn.execute("SELECT count(*) FROM temp.sqlite_master").fetchone()[0]:
+            return False
+        if len(conn.execute("PRAGMA database_list").fetchall()) > 2:
+            return False
+        if isinstance(conn, GuardedConnection):  # the guard stays; only this world's hooks go
+            conn.owner_deadline = None
+            conn.extra_authorizer = None
+            conn.building = False
+            conn.set_authorizer(conn.authorize)
+        else:
+            conn.set_progress_handler(None, 0)
+            conn.set_authorizer(None)
+    except sqlite3.Error:
+        return False
+    with _POOL_LOCK:
+        free = _POOL.setdefault(key, [])
+        if len(free) >= _POOL_PER_SCHEMA:
+            return False
+        free.append(conn)
+    return True
+
+
+def _weak_deadline(ref: weakref.ReferenceType[World]) -> float | None:
+    """The tool deadline of the world ``ref`` points at (None once it is gone)."""
+    world = ref()
+    return None if world is None else world.deadline
+
+
 class World:
     """An in-memory SQLite world built from a :class:`DomainSpec`.
 
@@ -97,11 +275,11 @@ class World:
 
     def __init__(self, spec: DomainSpec, conn: sqlite3.Connection | None = None):
         self.spec = spec
-        self._tables = {t.name: t for t in spec.tables}
-        self._order = sorted(self._tables)
-        self._canon = {t.name: _canonical_select(t) for t in spec.tables}
-        self._pk_index = {t.name: [c.name for c in t.columns].index(t.primary_key) if t.column(t.primary_key)
-                          else 0 for t in spec.tables}
+        setup = self._setup = _setup(spec)
+        self._tables = setup.tables
+        self._order = setup.order
+        self._canon = setup.canon
+        self._pk_index = setup.pk_index
         if conn is None:
             conn = self._connect()
             conn.building = True  # the guard lets the world's own DDL through, nothing else
@@ -117,7 +295,9 @@ class World:
         self._snap: bytes | None = None
         self._base: _HashBase | None = None
         if isinstance(conn, GuardedConnection):
-            conn.owner_deadline = self._deadline_of
+            # a weak reference: the connection must not keep its world alive (no reference cycle), so a
+            # world nobody holds is freed at once and its connection goes back to the pool (__del__)
+            conn.owner_deadline = functools.partial(_weak_deadline, weakref.ref(self))
         else:  # a caller's own connection: at least bound its statements by the tool deadline
             conn.set_progress_handler(self._over_deadline, PROGRESS_STEPS)
         self.deadline: float | None = None
@@ -132,7 +312,7 @@ class World:
     @classmethod
     def from_snapshot(cls, spec: DomainSpec, data: bytes) -> World:
         _check_snapshot(spec, data)
-        conn = cls._connect()
+        conn = _pool_take(_setup(spec).content_hash) or cls._connect()
         try:
             _deserialize(conn, data)
         except (sqlite3.Error, TypeError, ValueError, OverflowError) as e:
@@ -141,6 +321,20 @@ class World:
         world = cls(spec, conn)
         world._snap = data if type(data) is bytes else None
         return world
+
+    def __del__(self) -> None:
+        conn = self.__dict__.get("conn")
+        if conn is None or conn is _CLOSED:
+            return
+        try:
+            # Only a connection nobody else holds is reused (this world's dict and the local are the
+            # one reference more than a lone connection has); one still referenced elsewhere
+            # (``conn = World(spec).conn``, a live cursor) is left alone.
+            lone = _LONE_GUARDED_REFS if isinstance(conn, GuardedConnection) else _LONE_REFS
+            if sys.getrefcount(conn) <= lone + 1 and _pool_give(self._setup.content_hash, conn):
+                self.conn = _CLOSED
+        except Exception:  # noqa: BLE001, S110 - finalizers must not raise (e.g. at interpreter exit)
+            pass
 
     def _over_deadline(self) -> int:
         """The progress handler of a connection the caller made: a non-zero answer interrupts the
@@ -219,8 +413,7 @@ class World:
                 n += 1
             flush()
             if not log:
-                conn.execute(f"DELETE FROM {CHANGES_TABLE}")
-                self._forget_base()
+                self.clear_changes()
             conn.execute("RELEASE load")
         except (sqlite3.Error, WorldError, TypeError, ValueError, OverflowError) as e:
             conn.execute("ROLLBACK TO load")
@@ -255,8 +448,15 @@ class World:
 
     # --- snapshots --------------------------------------------------------------
     def snapshot(self) -> bytes:
-        """The whole database as bytes (``sqlite3.Connection.serialize``)."""
-        return self.conn.serialize()
+        """The whole database as bytes (``sqlite3.Connection.serialize``).
+
+        A world whose digests are known and which has no pending changes registers them for the
+        snapshot, so worlds restored from it later hash without a scan.
+        """
+        data = self.conn.serialize()
+        if self._base is not None and self.conn.execute(f"SELECT 1 FROM {CHANGES_TABLE} LIMIT 1").fetchone() is None:
+            register_snapshot(self, data)
+        return data
 
     def restore(self, data: bytes) -> None:
         """Reset to a snapshot without re-parsing anything (``deserialize``)."""
@@ -280,13 +480,38 @@ class World:
         return out
 
     def clear_changes(self) -> None:
-        """Forget the change log: the current state becomes the baseline."""
+        """Forget the change log: the current state becomes the baseline.
+
+        When the digests of the previous baseline are known, the new baseline's are derived from
+        them by re-hashing only the touched rows (no full scan later).
+        """
+        base = self._base
+        if base is None and self._snap is not None:
+            base = self._cached_base(self._snap)
+        if base is not None:
+            touched = self.touched()
+            if touched:
+                base = base.derive({t: self._digests_now(t, ks) for t, ks in touched.items() if t in self._tables})
         self.conn.execute(f"DELETE FROM {CHANGES_TABLE}")
-        self._forget_base()
+        self._snap = None
+        self._base = base
+
+    def _digests_now(self, table: str, keys: Iterable[Any]) -> dict[Any, int | None]:
+        """Current digests of ``keys`` in ``table``; ``None`` for the keys that have no row now."""
+        ks = list(keys)
+        now: dict[Any, int | None] = dict.fromkeys(ks)
+        now.update(self._digests(table, ks))
+        return now
 
     def _forget_base(self) -> None:
         self._snap = None
         self._base = None
+
+    def prime_digests(self) -> None:
+        """For a world restored from a snapshot: find (or compute once) that snapshot's row digests,
+        so that later patches and writes are hashed row by row instead of by a full scan."""
+        if self._base is None and self._snap is not None:
+            self._hash_base()
 
     # --- hash and diff ------------------------------------------------------------
     def state_hash(self) -> str:
@@ -329,33 +554,38 @@ class World:
             # The current state becomes the base; later changes are in the change log.
             self._base = self._compute_base()
             return self._base
-        # Two cache keys: the bytes object itself (free), then its content (a ~2 ms digest that
-        # still beats re-reading every row when an equal snapshot arrives as a new object).
+        base = self._cached_base(snap)
+        if base is None:
+            # Content key: a ~2 ms digest that still beats re-reading every row when an equal
+            # snapshot arrives as a new object.
+            by_content = ("content", hashlib.sha1(snap).digest(), self._setup.content_hash)
+            with _BASE_LOCK:
+                hit = _BASE_CACHE.get(by_content)
+            if hit is not None:
+                base = hit[2]
+            elif self.conn.execute(f"SELECT 1 FROM {CHANGES_TABLE} LIMIT 1").fetchone() is None:
+                base = self._compute_base()  # this world still holds exactly the snapshot
+            else:
+                other = World.from_snapshot(self.spec, snap)
+                try:
+                    base = other._compute_base()
+                finally:
+                    other.close()
+            with _BASE_LOCK:
+                _cache_put(by_content, snap, self.spec, base)
+                _cache_put(("id", id(snap), id(self.spec)), snap, self.spec, base)
+        self._base = base
+        return base
+
+    def _cached_base(self, snap: bytes) -> _HashBase | None:
+        """The registered digests of this very bytes object, if any (no hashing)."""
         by_id = ("id", id(snap), id(self.spec))
         with _BASE_LOCK:
             hit = _BASE_CACHE.get(by_id)
             if hit is not None and hit[0] is snap and hit[1] is self.spec:
                 _BASE_CACHE.move_to_end(by_id)
-                self._base = hit[2]
                 return hit[2]
-        by_content = ("content", hashlib.sha1(snap).digest(), self.spec.content_hash())
-        with _BASE_LOCK:
-            hit = _BASE_CACHE.get(by_content)
-        if hit is not None:
-            base = hit[2]
-        else:
-            other = World.from_snapshot(self.spec, snap)
-            try:
-                base = other._compute_base()
-            finally:
-                other.close()
-        with _BASE_LOCK:
-            _BASE_CACHE[by_content] = (snap, self.spec, base)
-            _BASE_CACHE[by_id] = (snap, self.spec, base)
-            while len(_BASE_CACHE) > _BASE_CACHE_SIZE:
-                _BASE_CACHE.popitem(last=False)
-        self._base = base
-        return base
+        return None
 
     def _compute_base(self) -> _HashBase:
         return _HashBase({t: self._digests(t) for t in self._order})
@@ -363,6 +593,8 @@ class World:
     def _digests(self, table: str, keys: list[Any] | None = None) -> dict[Any, int]:
         """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): a 128-bit
         BLAKE2b of the ``repr`` of the row in canonical form."""
+        # Measured: this comprehension over the cursor beats map() pipelines and fetchall(); half
+        # of the time is SQLite producing the rows, a third is repr().
         i = self._pk_index[table]
         b2, fb = hashlib.blake2b, int.from_bytes
         return {r[i]: fb(b2(repr(r).encode(), digest_size=16).digest(), "little")
@@ -416,7 +648,13 @@ class World:
         return {r[i]: dict(zip(names, r, strict=True)) for r in self._select(table, keys)}
 
     def close(self) -> None:
-        self.conn.close()
+        """Release the world. Its connection may be reused by a later world of the same spec; this
+        world's ``conn`` becomes a closed connection, so a stale use fails as it always did."""
+        conn, self.conn = self.conn, _CLOSED
+        if conn is _CLOSED:
+            return
+        if not _pool_give(self._setup.content_hash, conn):
+            conn.close()
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
