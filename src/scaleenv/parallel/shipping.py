@@ -78,10 +78,13 @@ def unpack_tree(blob: bytes, dest: Path) -> list[str]:
 
 def universe_files(root: Path, domains: Iterable[str] | None = None) -> list[str]:
     """What a rollout worker needs of the universe at ``root`` (all domains, or only ``domains``)."""
-    from scaleenv.universe import Universe
+    import json
 
-    u = Universe(root)
-    wanted = list(u.domains) if domains is None else list(domains)
+    try:  # the manifest's domain list only: this layer reads no universe format beyond that
+        listed = json.loads((root / "universe.json").read_text(encoding="utf-8")).get("domains") or []
+    except (OSError, ValueError, AttributeError) as e:
+        raise ScaleEnvError(f"{root}: not a universe directory to ship ({e})") from None
+    wanted = [str(d) for d in listed] if domains is None else list(domains)
     rels = ["universe.json"]
     for d in wanted:
         for name in _ROLLOUT_FILES:
