@@ -159,3 +159,19 @@ def test_references_to_created_rows_follow_the_pairing() -> None:
     assert b == a
     r = compute_reward(final, expected, keys=keys, initial=initial)
     assert r.score == 0.0 and any(d.startswith("payments[10].order_id") for d in r.diff), r.diff
+
+
+def test_the_last_word_on_an_attribute_counts_not_an_earlier_description():
+    """Found by playing marketplace/00002 and airline/00003: describing the record before acting
+    ("status paid") must not make the later, correct answer ("now cancelled") fail."""
+    from scaleenv.formats.task import AnswerFact
+    from scaleenv.reward.facts import fact_stated_in
+
+    status = AnswerFact(name="order status", value="cancelled", rivals=["paid", "shipped"])
+    assert fact_stated_in(status, ["Order ORD-0041 (status paid): shall I cancel it?", "Its status is: cancelled."])
+    assert not fact_stated_in(status, ["It is cancelled.", "Sorry, it is paid."])  # the last word is a rival
+    assert not fact_stated_in(status, ["Statuses: paid, shipped, cancelled."])  # every candidate at once
+    assert not fact_stated_in(status, ["I could not find it."])
+    bags = AnswerFact(name="free_bags_left", value=2, rivals=[0, 1])
+    assert fact_stated_in(bags, ["You have used 1 bag so far.", "You can still check 2 bags free of charge."])
+    assert not fact_stated_in(bags, ["0, 1 or 2 bags."])

@@ -114,7 +114,7 @@ class Episode:
         for touched in (self.expected.touched(), self.world.touched()):
             for t, ks in touched.items():
                 keys.setdefault(t, set()).update(ks)
-        text = "\n".join(self.said) if said is None else said
+        text: str | list[str] = list(self.said) if said is None else said
         return compute_reward(
             self.world,
             self.expected,

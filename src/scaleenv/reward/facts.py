@@ -9,6 +9,7 @@ whose ``rivals`` (the values look-alike records hold) are also asserted is not s
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import date, datetime, time
 from typing import Any
 
@@ -151,3 +152,23 @@ def fact_stated(fact: AnswerFact, text: str) -> bool:
         # a rival that is part of the value ("Rex" in "Rex Junior") is not asserted by the value itself
         rest = re.sub(re.escape(fact.value.strip()), " ", text, flags=re.IGNORECASE)
     return not any(value_stated(r, rest, fuzzy=False) for r in fact.rivals if not _same(r, fact.value))
+
+
+def _asserts_rival(fact: AnswerFact, text: str) -> bool:
+    rest = text
+    if isinstance(fact.value, str) and _iso_value(fact.value) is None and fact.value.strip():
+        rest = re.sub(re.escape(fact.value.strip()), " ", text, flags=re.IGNORECASE)
+    return any(value_stated(r, rest, fuzzy=False) for r in fact.rivals if not _same(r, fact.value))
+
+
+def fact_stated_in(fact: AnswerFact, messages: Sequence[str]) -> bool:
+    """Whether the agent's messages state ``fact``: its final word on the attribute counts. The last
+    message that states the value or a rival value must state the value and no rival, so describing
+    a record before changing it ("status paid", then "now cancelled") is fair, while one message
+    listing every candidate's value is not."""
+    for text in reversed(messages):
+        has_value = value_stated(fact.value, text)
+        has_rival = _asserts_rival(fact, text)
+        if has_value or has_rival:
+            return has_value and not has_rival
+    return False

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.reward.facts import AnswerFact, fact_stated
+from scaleenv.reward.facts import AnswerFact, fact_stated_in
 from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.world.world import World, norm_value
 
@@ -162,7 +162,7 @@ def compute_reward(
     expected: World,
     *,
     answer_facts: Iterable[AnswerFact] = (),
-    said: str = "",
+    said: str | Sequence[str] = "",
     keys: Mapping[str, Iterable[Any]] | None = None,
     matcher: Matcher = fuzzy_similarity,
     threshold: float = DEFAULT_THRESHOLD,
@@ -171,8 +171,9 @@ def compute_reward(
     """Score ``final`` against ``expected``.
 
     ``keys`` limits the comparison to those primary keys (the rows touched by the gold chain or
-    the agent); without it the whole database is compared. ``said`` is everything the agent told
-    the user, checked against ``answer_facts``.
+    the agent); without it the whole database is compared. ``said`` is what the agent told
+    the user (one string, or its messages in order), checked against ``answer_facts``: the agent's
+    last word on each fact's attribute counts (:func:`scaleenv.reward.facts.fact_stated_in`).
 
     Rows created during the episode are paired with the expected created rows by content (their
     matched columns), not by their generated ids, and references to created rows follow that
@@ -228,7 +229,7 @@ def compute_reward(
     facts = list(answer_facts)
     facts_ok = 0
     for f in facts:
-        if fact_stated(f, said):
+        if fact_stated_in(f, [said] if isinstance(said, str) else list(said)):
             facts_ok += 1
         else:
             diff.append(f"answer fact {f.name!r} = {_fmt(f.value)} was not stated to the user")
