@@ -14,7 +14,7 @@ class AnswerFact(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     name: str
-    value: Any
+    value: object
 
 
 class _Record(BaseModel):
@@ -108,7 +108,7 @@ class Task(BaseModel):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
-def _py(v: Any) -> str:
+def _py(v: object) -> str:
     if isinstance(v, dict) and "$ref" in v:
         base = f"s{v['$ref']}"
         if v.get("where"):
