@@ -1,4 +1,4 @@
-"""Type aliases for JSON data and SQLite values, shared by every layer."""
+"""Type aliases for JSON data, shared by every layer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,3 @@ JSONValue: TypeAlias = "str | int | float | bool | None | list[JSONValue] | dict
 """One value as ``json.loads`` gives it."""
 
 JSONObject: TypeAlias = "dict[str, JSONValue]"
-
-SQLValue: TypeAlias = "str | int | float | bytes | None"
-"""One value SQLite stores or returns."""

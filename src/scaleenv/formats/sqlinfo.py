@@ -117,7 +117,7 @@ _LEADING = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*", re.S)
 
 def first_keyword(sql: str) -> str:
     """The statement's first keyword, upper-cased, after comments and blanks (``VACUUM``, ``SELECT``...)."""
-    rest = sql[_LEADING.match(sql).end():]  # type: ignore[union-attr]
+    rest = _LEADING.sub("", sql, count=1)  # (the pattern matches at the start, if only the empty string)
     m = re.match(r"[A-Za-z]+", rest)
     return m.group(0).upper() if m else ""
 

@@ -65,10 +65,11 @@ def judge_dependencies(ask: Scoped, title: str, spec: DomainSpec, graph: ToolGra
     pairs = candidate_pairs(spec, graph, tool_tables, cfg.max_dependency_pairs, access)
     batch = max(1, cfg.dependency_batch)
     chunks = [pairs[i:i + batch] for i in range(0, len(pairs), batch)]
+    by_name = {t.name: t for t in spec.tools}  # every candidate pair names two of them
 
     def judge(chunk: list[tuple[str, str]]) -> list[dict[str, Any]] | None:
         names = sorted({n for p in chunk for n in p})
-        tools_text = "\n".join(tool_sig(spec.tool(n), access=access[n]) for n in names)  # type: ignore[arg-type]
+        tools_text = "\n".join(tool_sig(by_name[n], access=access[n]) for n in names)
         pairs_text = "\n".join(f"{i}. {a} -> {b}" for i, (a, b) in enumerate(chunk, 1))
 
         def check(obj: object, n: int = len(chunk)) -> list[str]:

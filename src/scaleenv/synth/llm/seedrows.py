@@ -283,9 +283,9 @@ def _owner_links(spec: DomainSpec, table: Table) -> list[tuple[Column, Column, s
     out = []
     fks = [c for c in table.columns if c.foreign_key and c.name != table.primary_key]
     for a in fks:
-        pa = a.foreign_key.split(".")[0]  # type: ignore[union-attr]
+        pa = (a.foreign_key or "").split(".")[0]  # (every column of fks has one)
         for b in fks:
-            pb = b.foreign_key.split(".")[0]  # type: ignore[union-attr]
+            pb = (b.foreign_key or "").split(".")[0]
             if b is a or pb == table.name:
                 continue
             tb = spec.table(pb)
@@ -329,8 +329,10 @@ def infer_invariants(spec: DomainSpec) -> list[Invariant]:
             if _naturally_unique(c) and not c.unique:
                 out.append(Invariant(name=f"{t.name}.unique_{c.name}", kind="unique", table=t.name, columns=[c.name],
                                      description=f"no two {t.name} share a {c.name}"))
-    seen: set[str] = set()
-    return [i for i in out if not (i.name in seen or seen.add(i.name))]  # type: ignore[func-returns-value]
+    first: dict[str, Invariant] = {}
+    for inv in out:
+        first.setdefault(inv.name, inv)  # each name once, as first derived
+    return list(first.values())
 
 
 def cohere(spec: DomainSpec, table: Table, row: dict[str, Any], rng: random.Random,

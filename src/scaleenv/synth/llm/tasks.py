@@ -87,6 +87,14 @@ def lookup_tools(spec: DomainSpec) -> dict[str, list[str]]:
     return out
 
 
+def _tool(spec: DomainSpec, name: str) -> ToolSpec:
+    """A tool that ``spec`` is known to have (a lookup tool, a parsed chain's call)."""
+    tool = spec.tool(name)
+    if tool is None:
+        raise KeyError(f"{spec.name} has no tool {name!r}")
+    return tool
+
+
 def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().lower()
 
@@ -124,7 +132,7 @@ class LLMTaskBuilder(TaskBuilder):
         names += [p for p in self.ctx.graph.predecessors(goal.name) if p not in names]
         names += [t.name for t in spec.tools if t.kind == "read" and set(_tables_of(t)) & tables and t.name not in names]
         names += [s for s in self.ctx.graph.successors(goal.name) if s not in names]
-        return [spec.tool(n) for n in names[:28] if spec.tool(n) is not None]  # type: ignore[misc]
+        return [tool for n in names[:28] if (tool := spec.tool(n)) is not None]
 
     def edges_text(self, goal: str, names: set[str], limit: int = 40) -> str:
         """The goal tool's own core dependencies first, then the others (one per pair), at most ``limit``.
@@ -146,7 +154,7 @@ class LLMTaskBuilder(TaskBuilder):
         offered = {t.name for t in tools}
         lines = []
         for table, names in sorted(lookup_tools(self.spec).items()):
-            calls = [f"{n}({', '.join(p.name for p in self.spec.tool(n).parameters)})"  # type: ignore[union-attr]
+            calls = [f"{n}({', '.join(p.name for p in _tool(self.spec, n).parameters)})"
                      for n in names if n in offered]
             if calls:
                 lines.append(f"{table}: " + "; ".join(calls))
@@ -172,7 +180,7 @@ class LLMTaskBuilder(TaskBuilder):
             except ChainCodeError as e:
                 return e.problems
             problems = []
-            if not any(self.spec.tool(c.tool).kind == "write" for c in calls):  # type: ignore[union-attr]
+            if not any(_tool(self.spec, c.tool).kind == "write" for c in calls):
                 problems.append("the chain must contain at least one write tool call")
             if len(calls) > self.config.max_length:
                 problems.append(f"the chain has {len(calls)} calls; at most {self.config.max_length}")
@@ -332,7 +340,7 @@ class LLMTaskBuilder(TaskBuilder):
             tool = self.spec.tool(name)
             assert tool is not None
             return all(kd in supplied for p, kd in ctx.io[name].inputs.items()
-                       if tool.param(p) is not None and tool.param(p).required)  # type: ignore[union-attr]
+                       if (param := tool.param(p)) is not None and param.required)
 
         def include(name: str) -> None:
             if name not in included:
@@ -506,7 +514,7 @@ class LLMTaskBuilder(TaskBuilder):
             answer_facts=[AnswerFact(name=f["name"], value=f["value"]) for f in self.answer_facts], tools=tools,
             difficulty=Difficulty.model_validate(
                 {"level": level, "chain_length": len(self.chain),
-                 "sub_goals": sum(spec.tool(c.tool).kind == "write" for c in self.chain)  # type: ignore[union-attr]
+                 "sub_goals": sum(_tool(spec, c.tool).kind == "write" for c in self.chain)
                  + len(self.answer_facts),
                  "distractor_density": density, "withheld_facts": len(profile["withheld"]),
                  "chains": self.record["chains"]}),
