@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -35,6 +35,23 @@ from scaleenv.utils.fs import atomic_write_bytes, atomic_write_text
 FORMAT = "scaleenv-universe/1"
 DOMAIN_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,99}$")
 """What a domain may be called (a catalog name or an LLM back end's slug): no paths, no numbers-as-JSON."""
+
+
+class BuiltArtifacts(Protocol):
+    """What :func:`write_domain` writes: a domain's Phase 1 results (``synth``'s ``BuiltDomain``)."""
+
+    @property
+    def spec(self) -> DomainSpec: ...
+    @property
+    def base(self) -> bytes: ...
+    @property
+    def tests(self) -> dict[str, Any]: ...
+    @property
+    def graph(self) -> _JSONExportable: ...
+
+
+class _JSONExportable(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
 
 
 class _Shape(BaseModel):
@@ -80,7 +97,7 @@ class _Done(_Shape):
     tools: int
 
 
-def _checked(path: Path, data: Any, shape: type[_Shape]) -> Any:
+def _checked(path: Path, data: object, shape: type[_Shape]) -> dict[str, Any]:
     """``data`` if it has the shape the commands rely on, else UniverseError naming the first problem."""
     try:
         shape.model_validate(data)
@@ -90,14 +107,15 @@ def _checked(path: Path, data: Any, shape: type[_Shape]) -> Any:
         raise UniverseError(f"{path}: not a valid {path.name} ({where}: {first['msg']})") from None
     except RecursionError:
         raise UniverseError(f"{path}: not a valid {path.name} (nested too deeply)") from None
-    return data
+    return cast(dict[str, Any], data)  # a JSON object: the shape (a model) accepted it
 
 
-def write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
 def read_json(path: Path) -> Any:
+    """The JSON value in ``path`` (as ``json.loads`` gives it: callers check its shape), or UniverseError."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -128,8 +146,9 @@ def read_tasks(path: Path, *, tolerate_torn_tail: bool = False) -> Iterator[Task
             first = e.errors()[0]
             where = ".".join(map(str, first["loc"])) or "line"
             raise UniverseError(f"{path}: line {n}: invalid task ({where}: {first['msg']})") from None
-        for key in ("initial_hash", "expected_hash"):
-            if not getattr(task.verification, key):
+        v = task.verification
+        for key, value in (("initial_hash", v.initial_hash), ("expected_hash", v.expected_hash)):
+            if not value:
                 raise UniverseError(f"{path}: line {n}: invalid task (verification.{key} is missing)")
         yield task
 
@@ -169,7 +188,7 @@ class Universe:
     @property
     def complete(self) -> bool:
         """Whether the build finished (a universe being built may still lack task files)."""
-        return self.manifest.get("status", "complete") == "complete"
+        return bool(self.manifest.get("status", "complete") == "complete")
 
     @property
     def domains(self) -> list[str]:
@@ -306,7 +325,7 @@ def _cached_spec(path: str) -> DomainSpec:
     return _SPEC_CACHE[key]
 
 
-def write_domain(root: Path, built: Any) -> None:
+def write_domain(root: Path, built: BuiltArtifacts) -> None:
     """Write Phase 1 artifacts of a domain; ``done.json`` last so a crash never leaves it half-done."""
     d = root / "domains" / built.spec.name
     write_json(d / "spec.json", built.spec.model_dump(mode="json"))

@@ -38,7 +38,7 @@ class Column(_Model):
     type: ColumnType = "text"
     description: str = ""
     nullable: bool = False
-    default: Any = None
+    default: object = None
     enum: list[str] | None = None
     min: float | None = None
     max: float | None = None

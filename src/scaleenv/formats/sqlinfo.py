@@ -117,7 +117,7 @@ _LEADING = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?(?:\*/|$))*", re.S)
 
 def first_keyword(sql: str) -> str:
     """The statement's first keyword, upper-cased, after comments and blanks (``VACUUM``, ``SELECT``...)."""
-    rest = sql[_LEADING.match(sql).end():]  # type: ignore[union-attr]
+    rest = _LEADING.sub("", sql, count=1)  # (the pattern matches at the start, if only the empty string)
     m = re.match(r"[A-Za-z]+", rest)
     return m.group(0).upper() if m else ""
 
@@ -126,7 +126,7 @@ def analyze_sql(conn: sqlite3.Connection, sql: str) -> SqlInfo:
     """Prepare ``sql`` on ``conn`` and report what it touches. Raises sqlite3.Error if it doesn't prepare."""
     info = SqlInfo()
 
-    def auth(action: int, a1, a2, db, trigger) -> int:  # noqa: ANN001
+    def auth(action: int, a1: str | None, a2: str | None, db: str | None, trigger: str | None) -> int:
         if isinstance(trigger, str) and trigger.startswith("_log_"):
             return sqlite3.SQLITE_OK  # the world's own change-log triggers (CTE and view names arrive here too)
         if action in _FORBIDDEN:
@@ -144,10 +144,12 @@ def analyze_sql(conn: sqlite3.Connection, sql: str) -> SqlInfo:
             return sqlite3.SQLITE_OK
         if (a1 or "").startswith("sqlite_"):
             return sqlite3.SQLITE_OK
+        if a1 is None:  # (SQLite names the table for every action below)
+            return sqlite3.SQLITE_OK
         if action == sqlite3.SQLITE_READ:
-            info.reads.add((a1, a2))
+            info.reads.add((a1, a2 or ""))  # an empty column name: a read of the rowid
         elif action == sqlite3.SQLITE_UPDATE:
-            info.writes.add((a1, a2))
+            info.writes.add((a1, a2 or ""))
         elif action == sqlite3.SQLITE_INSERT:
             info.inserts.add(a1)
         elif action == sqlite3.SQLITE_DELETE:

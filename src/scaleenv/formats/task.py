@@ -38,7 +38,7 @@ class AnswerFact(_Record):
 
     EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("rivals",)
     name: str
-    value: Any
+    value: object
     rivals: list[Any] = Field(default_factory=list)
 
 
@@ -146,7 +146,7 @@ class Task(BaseModel):
         return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
-def _py(v: Any) -> str:
+def _py(v: object) -> str:
     if isinstance(v, dict) and "$ref" in v:
         base = f"s{v['$ref']}"
         if v.get("where"):

@@ -86,6 +86,7 @@ def _candidates(text: str) -> list[str]:
 
 def parse_json(text: str, expect: type | tuple[type, ...] = (dict, list)) -> Any:
     """The first JSON value of type ``expect`` in ``text`` (fenced blocks first, then the raw text).
+    (Typed ``Any`` like ``json.loads``: the caller's ``expect`` and validator give it its shape.)
 
     Handles leading and trailing prose, an unclosed final fence, trailing commas, comments and
     Python literals. Raises :class:`ParseError` with the most useful decoder message.
@@ -116,7 +117,7 @@ def parse_json(text: str, expect: type | tuple[type, ...] = (dict, list)) -> Any
 
 def _type_name(expect: type | tuple[type, ...]) -> str:
     types = expect if isinstance(expect, tuple) else (expect,)
-    names = {dict: "object", list: "array"}
+    names: dict[type, str] = {dict: "object", list: "array"}
     return " or ".join(names.get(t, t.__name__) for t in types)
 
 

@@ -74,7 +74,8 @@ class Queue:
 
     def request(self, n: int) -> dict[str, Any]:
         try:
-            return json.loads(self.path(n, "request.json").read_text(encoding="utf-8"))
+            request: dict[str, Any] = json.loads(self.path(n, "request.json").read_text(encoding="utf-8"))
+            return request
         except FileNotFoundError:
             raise RelayError(f"{self.dir}: there is no request {n}") from None
         except (OSError, ValueError) as e:
@@ -173,7 +174,7 @@ class RelayServer:
         relay = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
+            def log_message(self, *args: object) -> None:
                 pass
 
             def _send(self, code: int, body: dict[str, Any]) -> None:
@@ -236,7 +237,7 @@ class RelayServer:
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1"
+        return f"http://{host}:{port}/v1"  # type: ignore[str-bytes-safe]  # an AF_INET host is a str; the stubs allow bytes
 
     def serve_forever(self) -> None:
         self.server.serve_forever()

@@ -12,12 +12,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scaleenv.llm.accounting import TokenLedger
 from scaleenv.llm.base import ChatModel, ChatRequest, ChatResponse, LLMError, LLMOutputError
 from scaleenv.llm.cache import ResponseCache
 from scaleenv.llm.parse import ParseError, parse_code, parse_json
+
+_T = TypeVar("_T")
 
 Validator = Callable[[Any], list[str] | None]
 """Returns the problems of a parsed reply (empty or None when it is usable); they go back to the
@@ -128,9 +130,9 @@ class LLMSession:
         return self._structured(role, messages, parse_code, validate, "one ```python code block", domain, task,
                                 rounds, tool)
 
-    def _structured(self, role: str, messages: list[dict[str, str]], parse: Callable[[str], Any],
+    def _structured(self, role: str, messages: list[dict[str, str]], parse: Callable[[str], _T],
                     validate: Validator | None, what: str, domain: str | None, task: str | None,
-                    rounds: int | None, tool: str | None = None) -> Any:
+                    rounds: int | None, tool: str | None = None) -> _T:
         rounds = self.config.repair_rounds if rounds is None else rounds
         convo = list(messages)
         problems: list[str] = []
@@ -175,14 +177,17 @@ class Scoped:
     def _scope(self) -> dict[str, Any]:
         return {"domain": self.domain, "task": self.task, "tool": self.tool}
 
-    def chat(self, role: str, messages: list[dict[str, str]], **kw: Any) -> ChatResponse:
-        return self.session.chat(role, messages, **self._scope(), **kw)
+    def chat(self, role: str, messages: list[dict[str, str]], *, temperature: float | None = None) -> ChatResponse:
+        return self.session.chat(role, messages, **self._scope(), temperature=temperature)
 
-    def json(self, role: str, messages: list[dict[str, str]], **kw: Any) -> Any:
-        return self.session.json(role, messages, **self._scope(), **kw)
+    def json(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
+             expect: type | tuple[type, ...] = dict, rounds: int | None = None) -> Any:
+        """See :meth:`LLMSession.json` (``Any`` like ``json.loads``: ``validate`` checks its shape)."""
+        return self.session.json(role, messages, **self._scope(), validate=validate, expect=expect, rounds=rounds)
 
-    def code(self, role: str, messages: list[dict[str, str]], **kw: Any) -> str:
-        return self.session.code(role, messages, **self._scope(), **kw)
+    def code(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
+             rounds: int | None = None) -> str:
+        return self.session.code(role, messages, **self._scope(), validate=validate, rounds=rounds)
 
 
 def default_cache_dir(out: str | Path) -> Path:

@@ -19,8 +19,9 @@ from scaleenv.utils.fs import atomic_write_text
 Progress = Callable[[str, str, int, int], None]  # (domain, stage, done, total)
 
 
-def _load_attempt_log(path: Path) -> tuple[int, Counter]:
-    nxt, rej = 0, Counter()
+def _load_attempt_log(path: Path) -> tuple[int, Counter[str]]:
+    nxt = 0
+    rej: Counter[str] = Counter()
     if not path.exists():
         return nxt, rej
     for line in path.read_text(encoding="utf-8").splitlines():
@@ -64,14 +65,14 @@ def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Ca
             atomic_write_text(final, "".join(t.to_jsonl() + "\n" for t in unique))
         return unique, attempt, rejections, True
     tdir.mkdir(parents=True, exist_ok=True)
-    tasks: list[Any] = []
+    tasks = []
     if resume and partial.exists():
         tasks = dedup_tasks(list(read_tasks(partial, tolerate_torn_tail=True)))
         attempt, rejections = _load_attempt_log(log)
         if tasks:
             attempt = max(attempt, tasks[-1].attempt + 1)
     else:
-        attempt, rejections = 0, Counter()
+        attempt, rejections = 0, Counter[str]()
         log.unlink(missing_ok=True)
     # rewrite the partial file with only whole lines (drops a torn tail)
     partial.write_text("".join(t.to_jsonl() + "\n" for t in tasks), encoding="utf-8")
@@ -102,7 +103,7 @@ def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Ca
     return tasks, attempt, rejections, False
 
 
-def dedup_tasks(tasks: list[Any]) -> list[Any]:
+def dedup_tasks(tasks: list[Task]) -> list[Task]:
     """Each task once (by id, and by chain and initial state), in file order."""
     ids: set[str] = set()
     keys: set[tuple[str, str]] = set()

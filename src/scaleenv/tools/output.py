@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 _ENCODER = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False, allow_nan=False)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """Deterministic JSON text (sorted keys, strict: no NaN/Infinity)."""
     return _ENCODER.encode(value)
 

@@ -31,7 +31,7 @@ _TABLE_FUNCTION = re.compile(r"\b(json_each|json_tree|pragma_\w+)\b")
 _QUOTES = str.maketrans("", "", "\"'`[]")
 
 
-def check_sql(sql: Any) -> str:
+def check_sql(sql: object) -> str:
     """Refuse SQL that names a table-valued function: SQLite 3.40 crashes (use-after-free) when one is
     prepared on a connection after ``deserialize()``, which every world reset does. The identifier has
     to appear literally in the text, so a scan of the unquoted, lower-cased text is enough."""
@@ -49,16 +49,16 @@ class WorldAPI:
         self._conn = conn
         self.clock = clock
 
-    def query(self, sql: str, params: dict[str, Any] | tuple = ()) -> list[dict[str, Any]]:
+    def query(self, sql: str, params: dict[str, Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         cur = self._conn.execute(check_sql(sql), params)
         names = [d[0] for d in cur.description or ()]
         return [dict(zip(names, r, strict=True)) for r in cur]
 
-    def query_one(self, sql: str, params: dict[str, Any] | tuple = ()) -> dict[str, Any] | None:
+    def query_one(self, sql: str, params: dict[str, Any] | tuple[Any, ...] = ()) -> dict[str, Any] | None:
         rows = self.query(sql, params)
         return rows[0] if rows else None
 
-    def execute(self, sql: str, params: dict[str, Any] | tuple = ()) -> int:
+    def execute(self, sql: str, params: dict[str, Any] | tuple[Any, ...] = ()) -> int:
         return self._conn.execute(check_sql(sql), params).rowcount
 
     def fail(self, code: str, message: str = "") -> None:
@@ -74,12 +74,13 @@ class RecordingAPI(WorldAPI):
         super().__init__(conn, clock)
         self.writes: list[list[Any]] = []
 
-    def execute(self, sql: str, params: dict[str, Any] | tuple = ()) -> int:
+    def execute(self, sql: str, params: dict[str, Any] | tuple[Any, ...] = ()) -> int:
         if len(self.writes) >= self.MAX_WRITES:
             raise ToolError("internal_error", f"more than {self.MAX_WRITES} statements in one call")
         if isinstance(params, dict):
-            bound: Any = {str(k): v for k, v in params.items()}
-            values = list(bound.values())
+            named = {str(k): v for k, v in params.items()}
+            bound: dict[str, Any] | list[Any] = named
+            values = list(named.values())
         else:
             bound = values = list(params)
         if any(isinstance(v, bytes | bytearray | memoryview) for v in values):
@@ -116,8 +117,8 @@ def compile_python_tool(source: str) -> Callable[..., Any]:
         raise ValueError(f"tool code may not use private names {bad}")
     env: dict[str, Any] = {"__builtins__": _SAFE_BUILTINS, "ToolError": ToolError}
     exec(compile(source, "<tool>", "exec"), env)  # noqa: S102 - restricted builtins, trusted source
-    fn = env.get("run")
-    if not callable(fn):
+    run: object = env.get("run")
+    if not callable(run):
         raise ValueError("python implementation must define run(db, args)")
-    _CACHE[source] = fn
-    return fn
+    _CACHE[source] = run
+    return run

@@ -33,8 +33,17 @@ import signal
 import sqlite3
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+from scaleenv.formats.jsonvalue import JSONValue
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkServerContext, SpawnContext
+
+    from scaleenv.formats.domain import DomainSpec, ToolSpec
 
 try:
     import resource
@@ -55,7 +64,7 @@ class SandboxOutcome:
     denied, exception, crashed, setup."""
 
     ok: bool
-    value: Any = None
+    value: JSONValue = None
     error: str | None = None
     detail: str = ""
     violations: list[str] = field(default_factory=list)
@@ -91,7 +100,7 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _violations: list[str] = []
 
 
-def _readable(path: Any) -> bool:
+def _readable(path: int | str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> bool:
     if isinstance(path, int):
         return False
     p = os.path.realpath(os.fsdecode(path))
@@ -100,7 +109,7 @@ def _readable(path: Any) -> bool:
     return any(p == r or p.startswith(r + os.sep) for r in roots)
 
 
-def _audit(event: str, args: tuple) -> None:
+def _audit(event: str, args: tuple[Any, ...]) -> None:
     deny = None
     if event == "open":
         path, mode, flags = (list(args) + [None, None, None])[:3]
@@ -134,7 +143,7 @@ def _no_network() -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.unshare(0x40000000) == 0  # CLONE_NEWNET
+        return bool(libc.unshare(0x40000000) == 0)  # CLONE_NEWNET
     except Exception:  # noqa: BLE001 - best effort; the audit hook still refuses sockets
         return False
 
@@ -199,7 +208,7 @@ def _seccomp() -> bool:
             for bit in _WRITE_BITS:
                 cmp = ArgCmp(argno, masked_eq, bit, bit)
                 lib.seccomp_rule_add_array(ctx, deny, nr, 1, ctypes.byref(cmp))
-        SECCOMP_ACTIVE = lib.seccomp_load(ctx) == 0
+        SECCOMP_ACTIVE = bool(lib.seccomp_load(ctx) == 0)
         return SECCOMP_ACTIVE
     finally:
         lib.seccomp_release(ctx)
@@ -242,13 +251,13 @@ def _confine(limits: SandboxLimits) -> None:
     sys.addaudithook(_audit)
 
 
-def _send(conn: Any, msg: tuple) -> None:
+def _send(conn: Connection, msg: tuple[object, ...]) -> None:
     import json
 
     conn.send_bytes(json.dumps(msg, default=str).encode("utf-8"))
 
 
-def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
+def _child(conn: Connection, fn: Callable[..., object], args: tuple[object, ...], limits: SandboxLimits) -> None:
     try:
         _confine(limits)
     except BaseException as e:  # noqa: BLE001
@@ -256,7 +265,7 @@ def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
         return
     try:
         value = fn(*args)
-        msg: tuple = ("ok", value, list(_violations))
+        msg: tuple[object, ...] = ("ok", value, list(_violations))
     except SandboxViolation as e:
         msg = ("denied", str(e), list(_violations))
     except MemoryError:
@@ -271,7 +280,7 @@ def _child(conn: Any, fn: Any, args: tuple, limits: SandboxLimits) -> None:
 
 # --- the parent side -----------------------------------------------------------------------
 
-_CTX: Any = None
+_CTX: ForkServerContext | SpawnContext | None = None
 _CTX_LOCK = threading.Lock()
 _PRELOAD = ["scaleenv.tools.sandbox", "scaleenv.tools.testing", "scaleenv.tools.runtime", "scaleenv.world.world"]
 _MAIN_ENV = "SCALEENV_SANDBOX_MAIN"
@@ -290,16 +299,16 @@ def _adopt_main() -> None:
         return
     from multiprocessing import process, spawn
 
-    process.current_process()._inheriting = True  # an unguarded script must not start processes here
+    process.current_process()._inheriting = True  # type: ignore[attr-defined]  # private flag, not in the stubs; an unguarded script must not start processes here
     try:
         spawn.import_main_path(path)
     except BaseException:  # noqa: BLE001 - children then import it themselves, as usual
         pass
     finally:
-        process.current_process()._inheriting = False
+        process.current_process()._inheriting = False  # type: ignore[attr-defined]  # (as above)
 
 
-def _context() -> Any:
+def _context() -> ForkServerContext | SpawnContext:
     global _CTX
     with _CTX_LOCK:
         if _CTX is None:
@@ -320,7 +329,8 @@ _SIGNALS = {getattr(signal, "SIGXCPU", -1): "cpu_limit", getattr(signal, "SIGXFS
             signal.SIGSEGV: "crashed", signal.SIGABRT: "crashed"}
 
 
-def run_in_sandbox(fn: Any, args: tuple = (), limits: SandboxLimits | None = None) -> SandboxOutcome:
+def run_in_sandbox(fn: Callable[..., object], args: tuple[object, ...] = (),
+                   limits: SandboxLimits | None = None) -> SandboxOutcome:
     """Run ``fn(*args)`` (a picklable, module-level function) in a confined child process."""
     limits = limits or SandboxLimits()
     ctx = _context()
@@ -369,7 +379,7 @@ def run_in_sandbox(fn: Any, args: tuple = (), limits: SandboxLimits | None = Non
     return SandboxOutcome(False, error="crashed", detail=f"the sandbox exited with code {code} and no result")
 
 
-def _read(data: bytes) -> tuple:
+def _read(data: bytes) -> tuple[str, JSONValue, list[str]]:
     """A child's message: ``[kind, payload, violations]`` as JSON, checked (never unpickled)."""
     import json
 
@@ -380,7 +390,7 @@ def _read(data: bytes) -> tuple:
     return msg[0], msg[1], [str(v)[:500] for v in msg[2][:50]]
 
 
-def _exec_source(source: str) -> Any:
+def _exec_source(source: str) -> object:
     """Run arbitrary Python with full builtins (only for testing the confinement itself)."""
     env: dict[str, Any] = {"__name__": "__sandbox__"}
     exec(compile(source, "<sandbox>", "exec"), env)  # noqa: S102 - this *is* the sandbox
@@ -453,7 +463,7 @@ def vet_sql(conn: sqlite3.Connection, sql: str) -> list[str]:
 
     refused: list[str] = []
 
-    def auth(action: int, a1: Any, a2: Any, db: Any, inner: Any) -> int:
+    def auth(action: int, a1: str | None, a2: str | None, db: str | None, inner: str | None) -> int:
         # ``inner`` names the trigger or view (or CTE) the action comes from: the world's own change-log
         # triggers may touch internal tables, but nothing anywhere may do what the deny list names
         if action in _SQL_DENY:
@@ -482,7 +492,7 @@ def vet_sql(conn: sqlite3.Connection, sql: str) -> list[str]:
     return []
 
 
-def vet_tool(spec: Any, tool: Any) -> list[str]:
+def vet_tool(spec: DomainSpec, tool: ToolSpec) -> list[str]:
     """Static problems of a generated tool's code (SQL and Python), as ``path: reason`` strings."""
     from scaleenv.validation.spec import tool_sql
     from scaleenv.world.world import World
@@ -541,7 +551,7 @@ def _python_call_job(source: str, snapshot: bytes, params: dict[str, Any], clock
         return {"error": e.code, "message": e.message}
 
 
-def run_python_call(conn: sqlite3.Connection, source: str, params: dict[str, Any], clock: str) -> Any:
+def run_python_call(conn: sqlite3.Connection, source: str, params: dict[str, Any], clock: str) -> JSONValue:
     """Run one call of Python tool code in a sandboxed child and apply its writes here.
 
     The child gets a snapshot of the world and sends back JSON only: the value and the statements

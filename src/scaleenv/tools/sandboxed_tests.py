@@ -5,7 +5,7 @@ calls the sandbox, does not depend on the tester)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaleenv.tools.sandbox import (
     _ABORT_ON_STOP,
@@ -16,8 +16,13 @@ from scaleenv.tools.sandbox import (
     stable_reason,
 )
 
+if TYPE_CHECKING:
+    from scaleenv.formats.domain import DomainSpec, ToolSpec
+    from scaleenv.tools.testing import TestResult, ToolReport
+    from scaleenv.world.world import World
 
-def run_cases(world: Any, tool: Any, fixture: bytes, cases: list[dict[str, Any]]) -> list[Any]:
+
+def run_cases(world: World, tool: ToolSpec, fixture: bytes, cases: list[dict[str, Any]]) -> list[TestResult]:
     """Classify LLM-written test cases like the procedural tester: a positive case must succeed (a
     write must change the world, a read must not); a negative case must fail with its declared
     error and leave the world unchanged."""
@@ -58,9 +63,9 @@ def run_cases(world: Any, tool: Any, fixture: bytes, cases: list[dict[str, Any]]
     return out
 
 
-def test_tool_sandboxed(spec: Any, tool: Any, fixture: bytes, seed: int = 0,
+def test_tool_sandboxed(spec: DomainSpec, tool: ToolSpec, fixture: bytes, seed: int = 0,
                         cases: list[dict[str, Any]] | None = None,
-                        limits: SandboxLimits | None = None) -> tuple[Any, list[Any], SandboxOutcome]:
+                        limits: SandboxLimits | None = None) -> tuple[ToolReport, list[TestResult], SandboxOutcome]:
     """(ToolReport, case results, outcome) for ``tool`` tested on ``fixture``.
 
     The tester runs here, never trusting a verdict from confined code: every call of the tool's
@@ -91,4 +96,4 @@ def test_tool_sandboxed(spec: Any, tool: Any, fixture: bytes, seed: int = 0,
     return report, [], outcome
 
 
-test_tool_sandboxed.__test__ = False  # type: ignore[attr-defined] - not a pytest test
+test_tool_sandboxed.__test__ = False  # type: ignore[attr-defined]  # pytest's marker: not a test

@@ -12,9 +12,11 @@ import random
 import re
 import unicodedata
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, overload
 
 from faker import Faker
+
+from scaleenv.formats.jsonvalue import JSONValue
 
 EMAIL_DOMAINS = ["example.com", "example.net", "example.org", "mail.example.com", "post.example.net"]
 
@@ -141,9 +143,21 @@ def text_for_column(column: str, fake: Faker, rng: random.Random, vocabulary: li
     return str(getattr(fake, kind)())
 
 
-def fresh_value(column: str, like: Any, rng: random.Random, taken: Collection[Any] = (), *,
+@overload
+def fresh_value(column: str, like: str, rng: random.Random, taken: Collection[Any] = (), *,
                 row: dict[str, Any] | None = None, fake: Faker | None = None,
-                lo: float | None = None, hi: float | None = None, attempts: int = 200) -> Any:
+                lo: float | None = None, hi: float | None = None, attempts: int = 200) -> str: ...
+@overload
+def fresh_value(column: str, like: None, rng: random.Random, taken: Collection[Any] = (), *,
+                row: dict[str, Any] | None = None, fake: Faker | None = None,
+                lo: float | None = None, hi: float | None = None, attempts: int = 200) -> None: ...
+@overload
+def fresh_value(column: str, like: JSONValue, rng: random.Random, taken: Collection[Any] = (), *,
+                row: dict[str, Any] | None = None, fake: Faker | None = None,
+                lo: float | None = None, hi: float | None = None, attempts: int = 200) -> JSONValue: ...
+def fresh_value(column: str, like: JSONValue, rng: random.Random, taken: Collection[Any] = (), *,
+                row: dict[str, Any] | None = None, fake: Faker | None = None,
+                lo: float | None = None, hi: float | None = None, attempts: int = 200) -> JSONValue:
     """A realistic value for ``column`` that is not in ``taken``, shaped like ``like``.
 
     * e-mail (``like`` has an ``@``, or the column is named like one): another spelling of the row's
@@ -158,6 +172,7 @@ def fresh_value(column: str, like: Any, rng: random.Random, taken: Collection[An
     """
     name = column.lower()
     check: Callable[[Any], bool] = lambda v: v not in taken and v != like  # noqa: E731
+    v: int | float | str | None
     if isinstance(like, bool) or like is None or isinstance(like, dict | list):
         return like
     if isinstance(like, int | float):

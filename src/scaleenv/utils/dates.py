@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any
+from typing import TypeGuard, TypeVar
+
+_V = TypeVar("_V")
 
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2})?)?$")
 
 
-def is_iso_date(value: Any) -> bool:
+def is_iso_date(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and bool(_ISO.match(value))
 
 
-def shift_iso(value: Any, days: int) -> Any:
+def shift_iso(value: _V, days: int) -> _V | str:
     """``value`` moved by ``days`` if it is an ISO date or datetime; anything else unchanged."""
     if not is_iso_date(value):
         return value

@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsLenAndGetItem
+
+    Parameters: TypeAlias = SupportsLenAndGetItem[object] | Mapping[str, object]
+    """Statement parameters: a sequence for ``?`` placeholders, a mapping for ``:name`` ones."""
 
 PROGRESS_STEPS = 1_000
 """VM steps between deadline checks (each check costs one Python call)."""
@@ -56,13 +62,14 @@ DENIED_ACTIONS = frozenset(getattr(_A, n) for n in (
 _WRITES = frozenset({_A.SQLITE_INSERT, _A.SQLITE_UPDATE, _A.SQLITE_DELETE})
 DENIED_FUNCTIONS = frozenset({"load_extension"})
 
-Authorizer = Callable[[int, Any, Any, Any, Any], int]
+Authorizer = Callable[[int, str | None, str | None, str | None, str | None], int]
+"""SQLite's authorizer callback: action code, two action arguments, database name, innermost trigger/view."""
 
 
 class GuardedConnection(sqlite3.Connection):
     """An SQLite connection that times every statement from its ``execute`` and owns the guard."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, **kwargs: Any):  # sqlite3.connect's own arguments, passed through
         super().__init__(*args, **kwargs)
         self.building = False
         self.owner_deadline: Callable[[], float | None] | None = None
@@ -70,17 +77,17 @@ class GuardedConnection(sqlite3.Connection):
         self.stmt_start = time.monotonic()
 
     # Each entry point restarts the statement clock; rows fetched later count against it.
-    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:  # type: ignore[override]
+    def execute(self, sql: str, parameters: Parameters = (), /) -> sqlite3.Cursor:
         self.stmt_start = time.monotonic()
-        return super().execute(*args, **kwargs)
+        return super().execute(sql, parameters)
 
-    def executemany(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:  # type: ignore[override]
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Parameters], /) -> sqlite3.Cursor:
         self.stmt_start = time.monotonic()
-        return super().executemany(*args, **kwargs)
+        return super().executemany(sql, seq_of_parameters)
 
-    def executescript(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:  # type: ignore[override]
+    def executescript(self, sql_script: str, /) -> sqlite3.Cursor:
         self.stmt_start = time.monotonic()
-        return super().executescript(*args, **kwargs)
+        return super().executescript(sql_script)
 
     def progress(self) -> int:
         """SQLite's progress handler: non-zero interrupts the running statement."""
@@ -94,7 +101,7 @@ class GuardedConnection(sqlite3.Connection):
                 return 1
         return 0
 
-    def authorize(self, action: int, a1: Any, a2: Any, db: Any, trigger: Any) -> int:
+    def authorize(self, action: int, a1: str | None, a2: str | None, db: str | None, trigger: str | None) -> int:
         if self.building:
             return _A.SQLITE_OK
         if action in DENIED_ACTIONS:
@@ -168,7 +175,7 @@ _DENIED = {
 }
 
 
-def deny_escapes(action: int, arg1: Any, arg2: Any, db: Any, trigger: Any) -> int:
+def deny_escapes(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
     """Tool code may read and write rows, never change the schema, transactions or attach files."""
     if action in _DENIED:
         return sqlite3.SQLITE_DENY

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaleenv.formats.domain import DomainSpec, Invariant
 from scaleenv.world.ddl import quote_ident
+
+if TYPE_CHECKING:
+    from scaleenv.world.world import World
 
 
 @dataclass(frozen=True)
@@ -20,7 +23,8 @@ class Violation:
 
     invariant: str
     table: str
-    key: Any
+    key: str | int | float | None
+    """The row's primary key (None for an invariant that cannot be evaluated)."""
     detail: str
 
     def to_json(self) -> dict[str, Any]:
@@ -83,7 +87,7 @@ def check_connection(conn: sqlite3.Connection, spec: DomainSpec, *, limit: int =
     return out
 
 
-def check_world(world: Any, *, limit: int = 50) -> list[Violation]:
+def check_world(world: World, *, limit: int = 50) -> list[Violation]:
     """Violations of the world's ``spec.invariants`` (an empty list when the world is coherent)."""
     return check_connection(world.conn, world.spec, limit=limit)
 

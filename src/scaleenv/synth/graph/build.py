@@ -131,7 +131,7 @@ class ToolGraph:
             g.add_edge(e["from"], e["to"], **attrs)
         return cls(g)
 
-    def add_edge(self, a: str, b: str, kind: str, source: str = "computed", **attrs: Any) -> None:
+    def add_edge(self, a: str, b: str, kind: str, source: str = "computed", **attrs: object) -> None:
         self.graph.add_edge(a, b, kind=kind, source=source, **attrs)
 
 

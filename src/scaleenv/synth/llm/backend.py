@@ -29,7 +29,7 @@ class LLMBackend:
         self.llm = dict(cfg["llm"])
         self.synth = SynthConfig.from_json(self.llm.get("synth"))
         if cfg.get("chain_length"):
-            self.synth.chain_length = tuple(cfg["chain_length"])  # type: ignore[assignment]
+            self.synth.chain_length = tuple(cfg["chain_length"])
         self.domain = slug(name)
         self.cfg = cfg
         self.progress = progress

@@ -22,22 +22,23 @@ from typing import Any
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Task
 from scaleenv.llm.base import ChatModel
-from scaleenv.llm.session import LLMConfig, LLMSession, default_cache_dir
+from scaleenv.llm.session import LLMConfig, LLMSession, Scoped, default_cache_dir
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.deps import dependency_graph
 from scaleenv.synth.llm.design import design_database, design_tools, domain_profile
 from scaleenv.synth.llm.filter import check_domain
-from scaleenv.synth.llm.implement import ToolImplementer
+from scaleenv.synth.llm.implement import ToolImplementer, ToolProgress
 from scaleenv.synth.llm.seedrows import seed_world
 from scaleenv.synth.procedural.domain import BuiltDomain
 from scaleenv.tools.testing import tests_summary
 from scaleenv.validation.spec import validate_spec
 
 
-def synthesize_domain(name: str, ask: Any, seed: int = 0, scale: float = 1.0, cfg: SynthConfig | None = None, *,
+def synthesize_domain(name: str, ask: Scoped, seed: int = 0, scale: float = 1.0, cfg: SynthConfig | None = None, *,
                       description: str = "", keywords: list[str] | None = None,
-                      progress: Any = None) -> BuiltDomain:
+                      progress: ToolProgress | None = None) -> BuiltDomain:
     """Phase 1 from a bare domain name: tools, tables, tested code, graph. Raises ScaleEnvError."""
     cfg = cfg or SynthConfig()
     check_domain(name.replace("_", " "), description, keywords)
@@ -88,15 +89,15 @@ class AttemptsAhead:
     more attempts are started ahead than tasks are still ``needed()``, which bounds the waste.
     """
 
-    def __init__(self, make_task: Callable[[int], Any], workers: int, needed: Callable[[], int], max_attempts: int):
+    def __init__(self, make_task: Callable[[int], Task], workers: int, needed: Callable[[], int], max_attempts: int):
         self.make_task = make_task
         self.workers = max(1, int(workers))
         self.needed = needed
         self.max_attempts = max_attempts
         self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="task") if self.workers > 1 else None
-        self.futures: dict[int, Future[Any]] = {}
+        self.futures: dict[int, Future[Task]] = {}
 
-    def __call__(self, attempt: int) -> Any:
+    def __call__(self, attempt: int) -> Task:
         if self.pool is None:
             return self.make_task(attempt)
         ahead = max(1, min(self.workers, self.needed()))

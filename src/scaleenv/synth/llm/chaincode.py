@@ -30,7 +30,7 @@ class ChainCodeError(ScaleEnvError):
 _MAX_STEPS = 16
 
 
-def _literal(node: ast.AST) -> Any:
+def _literal(node: ast.AST) -> object:
     return ast.literal_eval(node)
 
 
@@ -44,7 +44,7 @@ def parse_chain(code: str, spec: DomainSpec | None = None, allowed: set[str] | N
     steps: dict[str, int] = {}
     calls: list[Call] = []
 
-    def ref(node: ast.AST, line: int) -> Any:
+    def ref(node: ast.AST, line: int) -> dict[str, Any]:
         # sK["f"], sK[0]["f"], pick(sK, a=1)["f"]
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(
                 node.slice.value, str):
@@ -70,7 +70,7 @@ def parse_chain(code: str, spec: DomainSpec | None = None, allowed: set[str] | N
                 return out
         raise ValueError("an argument must be a literal, sK[\"field\"] or pick(sK, column=value)[\"field\"]")
 
-    def value(node: ast.AST, line: int) -> Any:
+    def value(node: ast.AST, line: int) -> object:
         try:
             return _literal(node)
         except (ValueError, SyntaxError, TypeError):

@@ -20,7 +20,7 @@ def _own_keys(ctx: DomainContext, name: str) -> set[str]:
     tool = ctx.spec.tool(name)
     if tool is None:
         return set()
-    keys = {f"{t}.{ctx.spec.table(t).primary_key}" for t in ctx.io[name].inserts if ctx.spec.table(t)}  # type: ignore[union-attr]
+    keys = {f"{t}.{tab.primary_key}" for t in ctx.io[name].inserts if (tab := ctx.spec.table(t))}
     table = ctx.spec.table(tool.returns.table or "") if tool.returns.mode in ("one", "many") else None
     if table is not None:
         keys.add(f"{table.name}.{table.primary_key}")
@@ -41,7 +41,7 @@ def core_pairs(ctx: DomainContext) -> set[tuple[str, str]]:
         if d.get("kind") == "data_flow":
             tool = spec.tool(b)
             required = {kd for p, kd in ctx.io[b].inputs.items()
-                        if tool is not None and tool.param(p) is not None and tool.param(p).required}  # type: ignore[union-attr]
+                        if tool is not None and (param := tool.param(p)) is not None and param.required}
             if required & own.get(a, set()):
                 out.add((a, b))
         elif d.get("kind") == "precondition" and ctx.io[a].writes & ctx.io[b].pre_reads:

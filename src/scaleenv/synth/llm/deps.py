@@ -14,6 +14,7 @@ from typing import Any
 
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.llm.base import LLMOutputError
+from scaleenv.llm.session import Scoped
 from scaleenv.synth.graph.build import EDGE_KINDS, ToolGraph, build_graph, tool_io
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
@@ -57,20 +58,21 @@ def candidate_pairs(spec: DomainSpec, graph: ToolGraph, tool_tables: dict[str, l
     return out[:limit]
 
 
-def judge_dependencies(ask: Any, title: str, spec: DomainSpec, graph: ToolGraph, tool_tables: dict[str, list[str]],
+def judge_dependencies(ask: Scoped, title: str, spec: DomainSpec, graph: ToolGraph, tool_tables: dict[str, list[str]],
                        cfg: SynthConfig) -> dict[str, Any]:
     """Add the agent's edges to ``graph`` (source ``llm``); return statistics of the judgement."""
     access = table_access(spec, tool_tables)
     pairs = candidate_pairs(spec, graph, tool_tables, cfg.max_dependency_pairs, access)
     batch = max(1, cfg.dependency_batch)
     chunks = [pairs[i:i + batch] for i in range(0, len(pairs), batch)]
+    by_name = {t.name: t for t in spec.tools}  # every candidate pair names two of them
 
     def judge(chunk: list[tuple[str, str]]) -> list[dict[str, Any]] | None:
         names = sorted({n for p in chunk for n in p})
-        tools_text = "\n".join(tool_sig(spec.tool(n), access=access[n]) for n in names)  # type: ignore[arg-type]
+        tools_text = "\n".join(tool_sig(by_name[n], access=access[n]) for n in names)
         pairs_text = "\n".join(f"{i}. {a} -> {b}" for i, (a, b) in enumerate(chunk, 1))
 
-        def check(obj: Any, n: int = len(chunk)) -> list[str]:
+        def check(obj: object, n: int = len(chunk)) -> list[str]:
             edges = obj.get("edges") if isinstance(obj, dict) else None
             if not isinstance(edges, list):
                 return ["the reply must be an object with a list 'edges'"]
@@ -103,7 +105,7 @@ def judge_dependencies(ask: Any, title: str, spec: DomainSpec, graph: ToolGraph,
     return {"candidate_pairs": len(pairs), "calls": calls, "failed_calls": failed, "edges_added": added}
 
 
-def dependency_graph(ask: Any, title: str, spec: DomainSpec, tool_tables: dict[str, list[str]],
+def dependency_graph(ask: Scoped, title: str, spec: DomainSpec, tool_tables: dict[str, list[str]],
                      cfg: SynthConfig) -> tuple[ToolGraph, dict[str, Any]]:
     graph = build_graph(spec)
     stats = judge_dependencies(ask, title, spec, graph, tool_tables, cfg)

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scaleenv.formats.domain import TOOL_NAME_RE, DomainSpec, Table
+from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import abstract_line
@@ -41,14 +42,14 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.strip().lower()).strip("_") or "domain"
 
 
-def domain_profile(ask: Any, name: str, description: str = "", keywords: list[str] | None = None) -> DomainProfile:
+def domain_profile(ask: Scoped, name: str, description: str = "", keywords: list[str] | None = None) -> DomainProfile:
     """Name, title, description and keywords of a domain; the domain agent fills what is missing."""
     key = slug(name)
     title = name.replace("_", " ").strip().title()
     if description:
         return DomainProfile(key, title, description, list(keywords or []))
 
-    def check(obj: Any) -> list[str]:
+    def check(obj: dict[str, Any]) -> list[str]:  # an object: ask.json expects one
         problems = []
         if not isinstance(obj.get("description"), str) or len(obj["description"].strip()) < 10:
             problems.append("'description' must be one or two sentences")
@@ -64,7 +65,7 @@ def domain_profile(ask: Any, name: str, description: str = "", keywords: list[st
 # --- tool-schema agent -------------------------------------------------------------------------
 
 
-def normalize_tools(obj: Any) -> tuple[list[dict[str, Any]], list[str]]:
+def normalize_tools(obj: object) -> tuple[list[dict[str, Any]], list[str]]:
     """Clean the tool-schema agent's reply (lenient about spellings) and list what is wrong."""
     problems: list[str] = []
     raw = obj.get("tools") if isinstance(obj, dict) else obj
@@ -119,7 +120,7 @@ def normalize_tools(obj: Any) -> tuple[list[dict[str, Any]], list[str]]:
                 if isinstance(p.get(b), int | float) and not isinstance(p.get(b), bool):
                     q[b] = p[b]
             params.append(q)
-        errors = []
+        errors: list[dict[str, str]] = []
         for e in t.get("errors") or []:
             code = e.get("code") if isinstance(e, dict) else e
             code = re.sub(r"[^a-z0-9_]+", "_", str(code or "").lower()).strip("_")
@@ -139,11 +140,11 @@ def normalize_tools(obj: Any) -> tuple[list[dict[str, Any]], list[str]]:
     return tools, problems
 
 
-def design_tools(ask: Any, profile: DomainProfile, cfg: SynthConfig) -> list[dict[str, Any]]:
+def design_tools(ask: Scoped, profile: DomainProfile, cfg: SynthConfig) -> list[dict[str, Any]]:
     """The tool-schema agent: ``cfg.min_tools``..``cfg.max_tools`` abstract tools."""
-    result: dict[str, Any] = {}
+    result: dict[str, list[dict[str, Any]]] = {}
 
-    def check(obj: Any) -> list[str]:
+    def check(obj: object) -> list[str]:
         tools, problems = normalize_tools(obj)
         if not cfg.min_tools <= len(tools) <= cfg.max_tools:
             problems.append(f"there are {len(tools)} valid tools; write between {cfg.min_tools} and {cfg.max_tools}")
@@ -202,7 +203,7 @@ class DatabaseDesign:
     param_columns: dict[str, str]
 
 
-def parse_database(obj: Any, tools: list[dict[str, Any]], profile: DomainProfile,
+def parse_database(obj: object, tools: list[dict[str, Any]], profile: DomainProfile,
                    cfg: SynthConfig) -> tuple[DatabaseDesign | None, list[str]]:
     """Turn the database agent's reply into tables + maps, with every problem the validator finds."""
     problems: list[str] = []
@@ -314,15 +315,15 @@ def parse_database(obj: Any, tools: list[dict[str, Any]], profile: DomainProfile
     flagged: set[str] = set()
     for key, ref in raw_pc.items():
         tname, _, pname = str(key).partition(".")
-        tool = by_name.get(tname)
-        param = next((p for p in tool["parameters"] if p["name"] == pname), None) if tool else None
+        owner = by_name.get(tname)
+        param = next((p for p in owner["parameters"] if p["name"] == pname), None) if owner else None
         flagged.add(str(key))
         if param is None:
             problems.append(f"param_columns[{key}]: no such tool parameter")
             continue
-        table, _, col = str(ref).partition(".")
-        t = spec.table(table)
-        column = t.column(col) if t else None
+        ref_table, _, col = str(ref).partition(".")
+        ref_tab = spec.table(ref_table)
+        column = ref_tab.column(col) if ref_tab else None
         if column is None:
             problems.append(f"param_columns[{key}]: {ref!r} is not a known table.column")
             continue
@@ -344,11 +345,12 @@ def parse_database(obj: Any, tools: list[dict[str, Any]], profile: DomainProfile
     return DatabaseDesign(tables, meta, tool_tables, param_columns), []
 
 
-def design_database(ask: Any, profile: DomainProfile, tools: list[dict[str, Any]], cfg: SynthConfig) -> DatabaseDesign:
+def design_database(ask: Scoped, profile: DomainProfile, tools: list[dict[str, Any]],
+                    cfg: SynthConfig) -> DatabaseDesign:
     """The database agent, with the core validator's problems fed back (``cfg.schema_rounds``)."""
-    result: dict[str, Any] = {}
+    result: dict[str, DatabaseDesign | None] = {}
 
-    def check(obj: Any) -> list[str]:
+    def check(obj: object) -> list[str]:
         design, problems = parse_database(obj, tools, profile, cfg)
         result["design"] = design
         return problems
@@ -357,4 +359,6 @@ def design_database(ask: Any, profile: DomainProfile, tools: list[dict[str, Any]
                       tools="\n".join(abstract_line(t) for t in tools), min_tables=cfg.min_tables,
                       max_tables=cfg.max_tables)
     ask.json("database", messages, validate=check, rounds=cfg.schema_rounds)
-    return result["design"]
+    design = result["design"]
+    assert design is not None  # ask.json returns only once check found no problems, i.e. parsed a design
+    return design

@@ -11,6 +11,7 @@ most ``debug_rounds`` rounds. Tools that never pass are dropped and reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from scaleenv.formats.domain import (
     ToolSpec,
 )
 from scaleenv.llm.base import LLMOutputError
+from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text
@@ -38,6 +40,9 @@ from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
 from scaleenv.validation.spec import spec_problems
 from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
+
+ToolProgress = Callable[[int, int], None]
+"""Called with (tools built, tools in all) as each tool is done."""
 
 
 @dataclass
@@ -56,7 +61,7 @@ class ToolBuild:
 # --- turning replies into a ToolSpec -----------------------------------------------------------
 
 
-def _contracts(raw: Any, default_error: str, path: str, problems: list[str]) -> list[Contract]:
+def _contracts(raw: list[object] | None, default_error: str, path: str, problems: list[str]) -> list[Contract]:
     out = []
     for i, c in enumerate(raw or []):
         if isinstance(c, str):
@@ -132,7 +137,8 @@ def make_tool(abstract: dict[str, Any], impl: dict[str, Any], param_columns: dic
         tool = ToolSpec(name=name, description=abstract["description"], kind=abstract["kind"], parameters=params,
                         generated=generated, returns=returns, preconditions=pre, effects=effects,
                         postconditions=post, errors=errors,
-                        implementation=Implementation(kind=kind, source=source if kind == "python" else None),
+                        implementation=Implementation(kind="python" if kind == "python" else "sql",
+                                                      source=source if kind == "python" else None),
                         meta={"output": abstract.get("output", ""), "tables": list(tables or []),
                               "pre_text": abstract.get("preconditions", []),
                               "post_text": abstract.get("postconditions", [])})
@@ -154,7 +160,7 @@ def static_problems(tables_spec: DomainSpec, tool: ToolSpec) -> list[str]:
 # --- agents -------------------------------------------------------------------------------------
 
 
-def _check_impl(obj: Any) -> list[str]:
+def _check_impl(obj: object) -> list[str]:
     if not isinstance(obj, dict):
         return ["the reply must be a JSON object"]
     problems = []
@@ -166,7 +172,7 @@ def _check_impl(obj: Any) -> list[str]:
     return problems
 
 
-def _check_tests(obj: Any) -> list[str]:
+def _check_tests(obj: object) -> list[str]:
     if not isinstance(obj, dict):
         return ["the reply must be a JSON object with 'fixture' and 'cases'"]
     problems = []
@@ -185,7 +191,7 @@ def _check_tests(obj: Any) -> list[str]:
     return problems
 
 
-def _check_debug(obj: Any) -> list[str]:
+def _check_debug(obj: object) -> list[str]:
     if not isinstance(obj, dict):
         return ["the reply must be a JSON object"]
     problems = []
@@ -201,7 +207,7 @@ def _check_debug(obj: Any) -> list[str]:
 class ToolImplementer:
     """Implements and tests the tools of one domain (thread-safe; one tool per call)."""
 
-    def __init__(self, ask: Any, title: str, tables_spec: DomainSpec, base: bytes, tool_tables: dict[str, list[str]],
+    def __init__(self, ask: Scoped, title: str, tables_spec: DomainSpec, base: bytes, tool_tables: dict[str, list[str]],
                  param_columns: dict[str, str], cfg: SynthConfig, seed: int = 0):
         self.ask = ask
         self.title = title
@@ -228,7 +234,8 @@ class ToolImplementer:
     def code(self, abstract: dict[str, Any], tables: str) -> dict[str, Any]:
         msgs = render("code", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
                       tables=tables, id_examples=self.id_examples or "-", clock=self.spec.clock)
-        return self.ask.for_tool(abstract["name"]).json("code", msgs, validate=_check_impl)
+        reply: dict[str, Any] = self.ask.for_tool(abstract["name"]).json("code", msgs, validate=_check_impl)
+        return reply
 
     def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
         world = World.from_snapshot(self.spec, self.base)
@@ -248,7 +255,8 @@ class ToolImplementer:
                       tables=tables, implementation=jdump(impl), tests=jdump(tests),
                       failures="\n".join(f"- {f}" for f in failures[:15]), round=round_no,
                       rounds=self.cfg.debug_rounds)
-        return self.ask.for_tool(abstract["name"]).json("debug", msgs, validate=_check_debug)
+        reply: dict[str, Any] = self.ask.for_tool(abstract["name"]).json("debug", msgs, validate=_check_debug)
+        return reply
 
     def fixture(self, tests: dict[str, Any]) -> tuple[bytes, list[str]]:
         world = World.from_snapshot(self.spec, self.base)
@@ -315,7 +323,7 @@ class ToolImplementer:
                 tests = {**tests, "cases": fix["cases"]}
         return _dropped(name, len([h for h in history if "failures" in h]), failures, history, tool, last)
 
-    def build_all(self, abstracts: list[dict[str, Any]], progress: Any = None) -> list[ToolBuild]:
+    def build_all(self, abstracts: list[dict[str, Any]], progress: ToolProgress | None = None) -> list[ToolBuild]:
         workers = max(1, int(getattr(self.ask.config, "concurrency", 1)))
         done: list[ToolBuild] = []
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tool") as pool:

@@ -27,17 +27,18 @@ from typing import Any
 
 from scaleenv.formats.task import Task
 from scaleenv.llm.base import LLMError, LLMOutputError
+from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.prompts import render
 
 _ID_LIKE = re.compile(r"\b[A-Z][A-Z0-9]{1,5}-\d{3,}\b")
 _TAILS = (" Facts you know:", " Only reveal ")
 
 
-def _norm(v: Any) -> str:
+def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().lower()
 
 
-def _value_text(v: Any) -> str | None:
+def _value_text(v: object) -> str | None:
     """How a fact's value is spelled in text, or None for values not worth matching (booleans, empties)."""
     if v is None or isinstance(v, bool | dict | list):
         return None
@@ -76,7 +77,7 @@ def facts_of(task: Task) -> tuple[dict[str, str], dict[str, str], dict[str, str]
     return stated, withheld, answers
 
 
-def language_problems(task: Task, obj: Any) -> list[str]:
+def language_problems(task: Task, obj: object) -> list[str]:
     """What is wrong with a rewrite ``{"persona": str, "goals": [str]}`` of ``task``'s user side."""
     prof = task.user_profile
     n = len(prof.goals)
@@ -121,7 +122,7 @@ def apply_language(task: Task, persona: str, goals: list[str], record: dict[str,
                                    "verification": task.verification.model_copy(update={"language": record})})
 
 
-def rewrite_task(task: Task, ask: Any, title: str) -> Task:
+def rewrite_task(task: Task, ask: Scoped, title: str) -> Task:
     """The task in the language agent's words, or (after repair rounds) the template, marked as such."""
     if task.verification.language is not None:
         return task  # rewritten before (a resumed build)

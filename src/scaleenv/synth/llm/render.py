@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from scaleenv.formats.domain import Column, DomainSpec, Table, ToolSpec
+from scaleenv.formats.domain import Column, DomainSpec, Param, Table, ToolSpec
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
 
@@ -64,7 +64,7 @@ def tables_text(spec: DomainSpec, names: list[str] | None = None, with_parents: 
     return "\n".join(table_block(t, together.get(t.name)) for t in spec.tables if t.name in wanted)
 
 
-def param_sig(p: Any) -> str:
+def param_sig(p: Param) -> str:
     typ = p.type if p.type != "array" else f"{p.items or 'string'}[]"
     if p.enum:
         typ = "|".join(map(str, p.enum))
@@ -147,5 +147,5 @@ def next_ids_text(ids: dict[str, str]) -> str:
     return ", ".join(f"{t} {v}" for t, v in ids.items()) or "(none)"
 
 
-def jdump(obj: Any) -> str:
+def jdump(obj: object) -> str:
     return json.dumps(obj, ensure_ascii=False, sort_keys=False, default=str)

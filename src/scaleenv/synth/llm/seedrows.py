@@ -6,12 +6,14 @@ from __future__ import annotations
 import datetime as dt
 import random
 import re
-from typing import Any
+import sqlite3
+from typing import Any, cast
 
 from faker import Faker
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.domain import Column, DomainSpec, Invariant, Table
+from scaleenv.formats.jsonvalue import JSONValue
 from scaleenv.tools.values import email_for_name, fresh_value
 from scaleenv.world.ddl import quote_ident, sql_literal
 from scaleenv.world.invariants import Violation, check_connection
@@ -55,9 +57,9 @@ class RowGenerator:
         meta = spec.meta or {}
         self.prefix: dict[str, str] = meta.get("id_prefix") or id_prefixes(spec.tables, meta.get("singular"))
         self.singular: dict[str, str] = meta.get("singular") or {}
-        self.examples: dict[str, list[Any]] = meta.get("examples") or {}
+        self.examples: dict[str, list[JSONValue]] = meta.get("examples") or {}
         self.clock = dt.datetime.fromisoformat(spec.clock)
-        self.ids: dict[str, list[Any]] = {}
+        self.ids: dict[str, list[int | str]] = {}
 
     def count(self, table: Table) -> int:
         has_parent = any(c.foreign_key and c.foreign_key.split(".")[0] != table.name for c in table.columns)
@@ -98,7 +100,7 @@ class RowGenerator:
             out[name] = rows
         return out
 
-    def value(self, table: Table, c: Column, row: dict[str, Any]) -> Any:
+    def value(self, table: Table, c: Column, row: dict[str, Any]) -> JSONValue:
         rng, _fake = self.rng, self.fake
         name = c.name.lower()
         if c.foreign_key:
@@ -110,7 +112,7 @@ class RowGenerator:
         if c.nullable and c.default is None and rng.random() < 0.2:
             return None
         if c.default is not None and rng.random() < 0.3:
-            return c.default
+            return cast(JSONValue, c.default)  # a column default in a spec: a JSON value
         if c.enum:
             weights = [3] + [1] * (len(c.enum) - 1)
             return rng.choices(c.enum, weights)[0]
@@ -135,7 +137,7 @@ class RowGenerator:
             return examples[rng.randrange(len(examples))]
         return self._text(table, name)
 
-    def _number(self, c: Column, name: str, integer: bool) -> Any:
+    def _number(self, c: Column, name: str, integer: bool) -> int | float:
         rng = self.rng
         lo, hi = 0.0, 100.0
         if any(k in name for k in ("price", "amount", "cost", "fee", "total", "balance", "salary", "budget")):
@@ -281,9 +283,9 @@ def _owner_links(spec: DomainSpec, table: Table) -> list[tuple[Column, Column, s
     out = []
     fks = [c for c in table.columns if c.foreign_key and c.name != table.primary_key]
     for a in fks:
-        pa = a.foreign_key.split(".")[0]  # type: ignore[union-attr]
+        pa = (a.foreign_key or "").split(".")[0]  # (every column of fks has one)
         for b in fks:
-            pb = b.foreign_key.split(".")[0]  # type: ignore[union-attr]
+            pb = (b.foreign_key or "").split(".")[0]
             if b is a or pb == table.name:
                 continue
             tb = spec.table(pb)
@@ -327,8 +329,10 @@ def infer_invariants(spec: DomainSpec) -> list[Invariant]:
             if _naturally_unique(c) and not c.unique:
                 out.append(Invariant(name=f"{t.name}.unique_{c.name}", kind="unique", table=t.name, columns=[c.name],
                                      description=f"no two {t.name} share a {c.name}"))
-    seen: set[str] = set()
-    return [i for i in out if not (i.name in seen or seen.add(i.name))]  # type: ignore[func-returns-value]
+    first: dict[str, Invariant] = {}
+    for inv in out:
+        first.setdefault(inv.name, inv)  # each name once, as first derived
+    return list(first.values())
 
 
 def cohere(spec: DomainSpec, table: Table, row: dict[str, Any], rng: random.Random,
@@ -398,7 +402,8 @@ def _load_coherent(world: World, rows: dict[str, list[dict[str, Any]]], invarian
         conn.execute("PRAGMA defer_foreign_keys = OFF")
 
 
-def _row_links(conn: Any, tbl: str, rowid: int, pk: str, parent: str, spec: DomainSpec) -> tuple[Any, list[str]]:
+def _row_links(conn: sqlite3.Connection, tbl: str, rowid: int, pk: str, parent: str,
+               spec: DomainSpec) -> tuple[object, list[str]]:
     t = spec.table(tbl)
     row = conn.execute(f"SELECT * FROM {quote_ident(tbl)} WHERE rowid = ?", (rowid,)).fetchone()
     names = [c.name for c in t.columns] if t else []

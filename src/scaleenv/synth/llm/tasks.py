@@ -28,12 +28,21 @@ import re
 from collections import deque
 from typing import Any
 
-from scaleenv.env.cache import TaskWorlds, make_episode
+from scaleenv.env.cache import make_episode
 from scaleenv.errors import ScaleEnvError
-from scaleenv.formats.domain import ToolSpec
-from scaleenv.formats.task import AnswerFact, Call, Task, chain_to_python
+from scaleenv.formats.domain import DomainSpec, ToolSpec
+from scaleenv.formats.task import (
+    AnswerFact,
+    Call,
+    Difficulty,
+    Task,
+    UserProfile,
+    Verification,
+    chain_to_python,
+)
 from scaleenv.llm.base import LLMOutputError
 from scaleenv.llm.parse import fenced_blocks
+from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_chain
 from scaleenv.synth.llm.complexity import core_complexity, core_pairs
 from scaleenv.synth.llm.config import SynthConfig
@@ -44,6 +53,7 @@ from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.state import fresh_unique, next_id
 from scaleenv.tools.chain import ChainError, run_chain
+from scaleenv.tools.replay import TaskWorlds
 from scaleenv.tools.runtime import execute_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.patch import apply_patch, table_order
@@ -56,7 +66,7 @@ def _tables_of(tool: ToolSpec) -> list[str]:
     return list(tool.meta.get("tables") or ([tool.returns.table] if tool.returns.table else []))
 
 
-def lookup_tools(spec: Any) -> dict[str, list[str]]:
+def lookup_tools(spec: DomainSpec) -> dict[str, list[str]]:
     """Read tools that find records of a table from what a person knows (an e-mail, a name, a code):
     a parameter carrying a unique or display column, or one named like e-mail, name, phone or code."""
     display = (spec.meta or {}).get("display") or {}
@@ -77,12 +87,20 @@ def lookup_tools(spec: Any) -> dict[str, list[str]]:
     return out
 
 
-def _norm(v: Any) -> str:
+def _tool(spec: DomainSpec, name: str) -> ToolSpec:
+    """A tool that ``spec`` is known to have (a lookup tool, a parsed chain's call)."""
+    tool = spec.tool(name)
+    if tool is None:
+        raise KeyError(f"{spec.name} has no tool {name!r}")
+    return tool
+
+
+def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().lower()
 
 
 class LLMTaskBuilder(TaskBuilder):
-    def __init__(self, ctx: DomainContext, ask: Any, seed: int, attempt: int, cfg: SynthConfig):
+    def __init__(self, ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig):
         lo, hi = cfg.chain_length
         super().__init__(ctx, seed, attempt, ChainConfig(min_length=lo, max_length=hi, min_tools=cfg.min_task_tools))
         self.ask = ask
@@ -114,7 +132,7 @@ class LLMTaskBuilder(TaskBuilder):
         names += [p for p in self.ctx.graph.predecessors(goal.name) if p not in names]
         names += [t.name for t in spec.tools if t.kind == "read" and set(_tables_of(t)) & tables and t.name not in names]
         names += [s for s in self.ctx.graph.successors(goal.name) if s not in names]
-        return [spec.tool(n) for n in names[:28] if spec.tool(n) is not None]  # type: ignore[misc]
+        return [tool for n in names[:28] if (tool := spec.tool(n)) is not None]
 
     def edges_text(self, goal: str, names: set[str], limit: int = 40) -> str:
         """The goal tool's own core dependencies first, then the others (one per pair), at most ``limit``.
@@ -136,7 +154,7 @@ class LLMTaskBuilder(TaskBuilder):
         offered = {t.name for t in tools}
         lines = []
         for table, names in sorted(lookup_tools(self.spec).items()):
-            calls = [f"{n}({', '.join(p.name for p in self.spec.tool(n).parameters)})"  # type: ignore[union-attr]
+            calls = [f"{n}({', '.join(p.name for p in _tool(self.spec, n).parameters)})"
                      for n in names if n in offered]
             if calls:
                 lines.append(f"{table}: " + "; ".join(calls))
@@ -162,7 +180,7 @@ class LLMTaskBuilder(TaskBuilder):
             except ChainCodeError as e:
                 return e.problems
             problems = []
-            if not any(self.spec.tool(c.tool).kind == "write" for c in calls):  # type: ignore[union-attr]
+            if not any(_tool(self.spec, c.tool).kind == "write" for c in calls):
                 problems.append("the chain must contain at least one write tool call")
             if len(calls) > self.config.max_length:
                 problems.append(f"the chain has {len(calls)} calls; at most {self.config.max_length}")
@@ -195,7 +213,7 @@ class LLMTaskBuilder(TaskBuilder):
         out += sorted(self.ancestry(set(out)) - set(out))
         return [t for t in out if self.spec.table(t) is not None]
 
-    def _with_ids(self, rows: Any) -> dict[str, list[dict[str, Any]]]:
+    def _with_ids(self, rows: object) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = {}
         if not isinstance(rows, dict):
             return out
@@ -213,7 +231,7 @@ class LLMTaskBuilder(TaskBuilder):
         for t in table_order(self.spec):
             for r in rows.get(t, []):
                 if "id" not in r:
-                    r["id"] = next_id(self.world, t, {x.get("id") for x in rows.get(t, []) if x.get("id")})
+                    r["id"] = next_id(self.world, t, {x["id"] for x in rows.get(t, []) if x.get("id")})
             if rows.get(t):
                 try:
                     self.add_rows(t, rows[t])
@@ -245,7 +263,7 @@ class LLMTaskBuilder(TaskBuilder):
                       next_ids=next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50))),
                       clock=self.spec.clock, distractors=max(1, density))
 
-        def shape(obj: Any) -> list[str]:
+        def shape(obj: dict[str, Any]) -> list[str]:  # an object: ask.json expects one
             if not isinstance(obj.get("rows"), dict):
                 return ["'rows' must map table names to lists of rows"]
             unknown = [t for t in list(obj["rows"]) + list(obj.get("distractors") or {}) if self.spec.table(t) is None]
@@ -302,7 +320,7 @@ class LLMTaskBuilder(TaskBuilder):
         raise TaskRejected("state_not_executable", "the chain fails even without distractors")
 
     # --- 4./5. expansion and the gate ---------------------------------------------------------
-    def expand(self, initial: bytes, gold_keys: dict[str, list[Any]]) -> tuple[list[str], dict[str, list]]:
+    def expand(self, initial: bytes, gold_keys: dict[str, list[Any]]) -> tuple[list[str], dict[str, list[Any]]]:
         ex = _Exerciser(self, initial, gold_keys)
         ctx = self.ctx
         all_tools = [t.name for t in self.spec.tools]
@@ -322,7 +340,7 @@ class LLMTaskBuilder(TaskBuilder):
             tool = self.spec.tool(name)
             assert tool is not None
             return all(kd in supplied for p, kd in ctx.io[name].inputs.items()
-                       if tool.param(p) is not None and tool.param(p).required)  # type: ignore[union-attr]
+                       if (param := tool.param(p)) is not None and param.required)
 
         def include(name: str) -> None:
             if name not in included:
@@ -422,7 +440,7 @@ class LLMTaskBuilder(TaskBuilder):
         return round(ok / k, 3), best
 
     def gate(self, remaining: int, c: float, g: float, chains: int, included: int) -> float:
-        def check(obj: Any) -> list[str]:
+        def check(obj: dict[str, Any]) -> list[str]:  # an object: ask.json expects one
             p = obj.get("p")
             if isinstance(p, bool) or not isinstance(p, int | float) or not 0 <= p <= 1:
                 return ["'p' must be a number between 0 and 1"]
@@ -442,7 +460,7 @@ class LLMTaskBuilder(TaskBuilder):
         answers = "; ".join(f"{f['name']}: {f['value']}" for f in self.answer_facts) or "none"
         rows = "\n".join(f"{t}: {jdump(r)}" for t in table_order(self.spec) for r in self.new_rows.get(t, []))
 
-        def check(obj: Any) -> list[str]:
+        def check(obj: dict[str, Any]) -> list[str]:  # an object: ask.json expects one
             problems = []
             instr = obj.get("instruction")
             prof = obj.get("user_profile")
@@ -490,18 +508,21 @@ class LLMTaskBuilder(TaskBuilder):
         instruction, profile = self.write_user_side(withheld)
         spec = self.spec
         task = Task(
-            id=f"{spec.name}/{self.attempt:05d}", domain=spec.name, instruction=instruction, user_profile=profile,
+            id=f"{spec.name}/{self.attempt:05d}", domain=spec.name, instruction=instruction,
+            user_profile=UserProfile.model_validate(profile),
             initial_patch=self.patch, gold_chain=self.chain,
             answer_facts=[AnswerFact(name=f["name"], value=f["value"]) for f in self.answer_facts], tools=tools,
-            difficulty={"level": level, "chain_length": len(self.chain),
-                        "sub_goals": sum(spec.tool(c.tool).kind == "write" for c in self.chain)  # type: ignore[union-attr]
-                        + len(self.answer_facts),
-                        "distractor_density": density, "withheld_facts": len(profile["withheld"]),
-                        "chains": self.record["chains"]},
-            verification={"backend": "llm",
-                          "distractors": {t: sorted(ids, key=str) for t, ids in sorted(self.distractor_ids.items())},
-                          "initial_hash": initial_hash, "expected_hash": expected_hash,
-                          "gold_keys": {t: len(k) for t, k in gold_keys.items()}, "synthesis": self.record},
+            difficulty=Difficulty.model_validate(
+                {"level": level, "chain_length": len(self.chain),
+                 "sub_goals": sum(_tool(spec, c.tool).kind == "write" for c in self.chain)
+                 + len(self.answer_facts),
+                 "distractor_density": density, "withheld_facts": len(profile["withheld"]),
+                 "chains": self.record["chains"]}),
+            verification=Verification.model_validate(
+                {"backend": "llm",
+                 "distractors": {t: sorted(ids, key=str) for t, ids in sorted(self.distractor_ids.items())},
+                 "initial_hash": initial_hash, "expected_hash": expected_hash,
+                 "gold_keys": {t: len(k) for t, k in gold_keys.items()}, "synthesis": self.record}),
             attempt=self.attempt)
         gates = run_gates(make_episode(spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
         if not gates.passed:
@@ -600,7 +621,7 @@ class _Exerciser:
                       next_ids=next_ids_text(next_ids(self.world, tables, skip=500 + 10 * b.record["llm_patches"])),
                       clock=self.spec.clock)
 
-        def shape(obj: Any) -> list[str]:
+        def shape(obj: dict[str, Any]) -> list[str]:  # an object: ask.json expects one
             if not isinstance(obj.get("rows"), dict) or not isinstance(obj.get("args"), dict):
                 return ["reply with {\"rows\": {table: [rows]}, \"args\": {parameter: value}}"]
             return []
@@ -648,7 +669,7 @@ class _Exerciser:
         return False
 
 
-def generate_llm_task(ctx: DomainContext, ask: Any, seed: int, attempt: int, cfg: SynthConfig) -> Task:
+def generate_llm_task(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig) -> Task:
     """One LLM-built, verified task for ``attempt`` or TaskRejected (token use is charged to the task)."""
     task_ask = ask.for_task(f"{ctx.spec.name}/{attempt:05d}")
     return LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg).run()

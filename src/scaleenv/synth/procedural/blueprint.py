@@ -28,13 +28,14 @@ class BlueprintColumn(_M):
     description: str = ""
     ref: str | None = None
     nullable: bool = False
-    default: Any = None
+    default: object = None
     enum: list[str] | None = None
     min: float | None = None
     max: float | None = None
     unique: bool = False
     match: MatchPolicy | None = None
-    gen: Any = None
+    gen: object = None
+    """A Faker provider name or a one-key generator (``{int: [1, 9]}``); checked when seeding."""
     search: bool = False
     mutable: bool = False
     sum: bool = False
@@ -200,24 +201,24 @@ def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
         if e.lifecycle:
             lc = e.lifecycle
             for key, m in (("set_in", lc.set_in), ("future_in", lc.future_in), ("past_in", lc.past_in)):
-                for c in m:
-                    if c not in cols:
-                        problems.append((f"{path}.lifecycle.{key}", f"{c!r} is not a column"))
-            for c in lc.set_in:
-                col = next((x for x in e.columns if x.name == c), None)
+                for cn in m:
+                    if cn not in cols:
+                        problems.append((f"{path}.lifecycle.{key}", f"{cn!r} is not a column"))
+            for cn in lc.set_in:
+                col = next((x for x in e.columns if x.name == cn), None)
                 if col is not None and not col.nullable:
-                    problems.append((f"{path}.lifecycle.set_in", f"{c!r} must be nullable (it is NULL in other states)"))
-            for c in [*lc.future_in, *lc.past_in]:
-                col = next((x for x in e.columns if x.name == c), None)
+                    problems.append((f"{path}.lifecycle.set_in", f"{cn!r} must be nullable (it is NULL in other states)"))
+            for cn in [*lc.future_in, *lc.past_in]:
+                col = next((x for x in e.columns if x.name == cn), None)
                 if col is not None and col.type not in ("date", "datetime"):
-                    problems.append((f"{path}.lifecycle", f"{c!r} is not a date or datetime column"))
+                    problems.append((f"{path}.lifecycle", f"{cn!r} is not a date or datetime column"))
         for d in e.derived:
             if d.column not in cols:
                 problems.append((f"{path}.derived", f"{d.column!r} is not a column"))
         for group in e.unique_together:
-            for c in group:
-                if c not in cols:
-                    problems.append((f"{path}.unique_together", f"{c!r} is not a column"))
+            for cn in group:
+                if cn not in cols:
+                    problems.append((f"{path}.unique_together", f"{cn!r} is not a column"))
     for kind, ops in (("operations", bp.operations), ("views", bp.views)):
         for i, op in enumerate(ops):
             for j, p in enumerate(op.params):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Any
+from typing import Any, Literal, cast
 
 from scaleenv.formats.domain import (
     Column,
@@ -17,11 +17,20 @@ from scaleenv.formats.domain import (
     ErrorSpec,
     Generated,
     Param,
+    ParamType,
     Returns,
     Table,
     ToolSpec,
 )
-from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity, Operation, entity_rules
+from scaleenv.synth.procedural.blueprint import (
+    Blueprint,
+    BlueprintColumn,
+    Entity,
+    Lifecycle,
+    Operation,
+    Transition,
+    entity_rules,
+)
 from scaleenv.synth.procedural.invariants import blueprint_invariants
 
 MIN_TOOLS, MAX_TOOLS = 25, 70
@@ -36,7 +45,7 @@ _VERBS = {
     "count": ["count"],
     "total": ["total", "sum"],
 }
-_PARAM_TYPES = {"text": "string", "integer": "integer", "real": "number", "boolean": "boolean",
+_PARAM_TYPES: dict[str, ParamType] = {"text": "string", "integer": "integer", "real": "number", "boolean": "boolean",
                 "date": "string", "datetime": "string", "json": "string"}
 _FORMAT_HINT = {"date": " (YYYY-MM-DD)", "datetime": " (YYYY-MM-DDTHH:MM:SS)", "json": " (a JSON document)"}
 _OPTIONAL_FAMILIES = {"update", "list", "count", "total", "search"}
@@ -93,7 +102,7 @@ class _Deriver:
         return Contract(sql=f'SELECT 1 FROM "{ent.name}" WHERE id = :{pname}', error=f"{self.sing(ent)}_not_found",
                         message=f"No {_human(self.sing(ent))} with id {{{pname}}}.")
 
-    def add(self, tool: ToolSpec, family: str, ent: Entity | None, **meta: Any) -> None:
+    def add(self, tool: ToolSpec, family: str, ent: Entity | None, **meta: object) -> None:
         codes = {c.error for c in tool.preconditions + tool.postconditions}
         known = {e.code for e in tool.errors}
         tool.errors += [ErrorSpec(code=c, description=_human(c).capitalize() + ".") for c in sorted(codes - known)]
@@ -319,7 +328,7 @@ class _Deriver:
             returns=Returns(description="Confirmation.", query=f"SELECT :{key} AS deleted_id", mode="one")),
             "delete", ent)
 
-    def derive_transition(self, ent: Entity, t: Any) -> None:
+    def derive_transition(self, ent: Entity, t: Transition) -> None:
         lc = ent.lifecycle
         assert lc is not None
         s = self.sing(ent)
@@ -337,7 +346,7 @@ class _Deriver:
             if col in t.set:
                 continue
             if t.to in states:
-                kind = "now" if _col(ent, col).type == "datetime" else "today"
+                kind: Literal["now", "today"] = "now" if _col(ent, col).type == "datetime" else "today"
                 generated[f"auto_{col}"] = Generated(kind=kind)
                 sets.append(f'"{col}" = COALESCE("{col}", :auto_{col})')
             else:
@@ -472,7 +481,7 @@ def _not_blank(param: str, column: str) -> Contract:
 
 def _by_contract(c: BlueprintColumn, value: str, key: str, source: str) -> Contract:
     """``value`` is one of the values a ``{by: [key, {...}]}`` generator allows for ``key``."""
-    by, table = c.gen["by"]
+    by, table = cast(dict[str, Any], c.gen)["by"]  # a {by: [key, {...}]} generator (the caller checked)
     cases = " ".join(f"WHEN {_lit(k)} THEN {value} IN ({', '.join(map(_lit, v))})" for k, v in table.items())
     return Contract(sql=f"SELECT {value} IS NULL OR CASE {key} {cases} ELSE 1 END{source}", error=f"invalid_{c.name}",
                     message=f"That {_human(c.name)} does not fit the {_human(by)}.")
@@ -530,12 +539,12 @@ def _clock_contracts(ent: Entity, column: str, value: str, states: list[str] | N
     return out
 
 
-def _final_states(lc: Any) -> list[str]:
+def _final_states(lc: Lifecycle) -> list[str]:
     sources = {s for t in lc.transitions for s in t.from_}
     return [s for s in lc.states if s not in sources and s != lc.initial]
 
 
-def _lit(v: Any) -> str:
+def _lit(v: object) -> str:
     from scaleenv.world.ddl import sql_literal
 
     return sql_literal(v)

@@ -35,12 +35,13 @@ import json
 import random
 import re
 import sqlite3
-from typing import Any
+from typing import Any, cast
 
 from faker import Faker
 
 from scaleenv.errors import SpecError
 from scaleenv.formats.domain import Invariant
+from scaleenv.formats.jsonvalue import JSONValue
 from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity
 from scaleenv.synth.procedural.invariants import blueprint_invariants
 from scaleenv.tools.values import email_for_name, fresh_value, text_for_column
@@ -54,7 +55,7 @@ _PERSON = re.compile(r"(^|_)(full_name|name)$")
 _PRICE = re.compile(r"(^|_)(price|fee|cost|fare|rent|rate|tuition|premium)(_|$)")
 
 
-def _parse_date(s: Any) -> dt.date:
+def _parse_date(s: object) -> dt.date:
     return s if isinstance(s, dt.date) else dt.date.fromisoformat(str(s)[:10])
 
 
@@ -105,7 +106,7 @@ class SeedGenerator:
             checks = [(inv, self._row_check(inv)) for inv in self.invariants
                       if inv.table == ent.name and inv.kind in ("row", "unique")]
             rows = []
-            seen: dict[str, set] = {c.name: set() for c in ent.columns if c.unique}
+            seen: dict[str, set[object]] = {c.name: set() for c in ent.columns if c.unique}
             states = list(ent.lifecycle.states) if ent.lifecycle else []
             for i, rid in enumerate(ids):
                 # the first rows cover every lifecycle state, so each transition has a row to act on
@@ -140,10 +141,11 @@ class SeedGenerator:
             t, col = quote_ident(inv.table), quote_ident(inv.column or "")
             self.scratch.execute(f"UPDATE {t} SET {col} = ({inv.expr})")
             values = dict(self.scratch.execute(f"SELECT id, {col} FROM {t}"))
+            assert inv.column is not None  # a derived invariant names its column (blueprint_invariants)
             for row in out[inv.table]:
                 row[inv.column] = values[row["id"]]
 
-    def draw(self, ent: Entity, rid: str, seen: dict[str, set], state: str | None = None) -> dict[str, Any]:
+    def draw(self, ent: Entity, rid: str, seen: dict[str, set[object]], state: str | None = None) -> dict[str, Any]:
         """One candidate row: the lifecycle state first (``state`` if given), then each column to match it."""
         row: dict[str, Any] = {"id": rid}
         if state is not None and ent.lifecycle:
@@ -157,7 +159,7 @@ class SeedGenerator:
             state = row.get(lc.column) if lc else None
             override = lc.gen_in.get(state, {}).get(c.name) if lc and state is not None else None
             if c.name in derived:
-                v: Any = 0 if c.type in ("integer", "real") else None
+                v: JSONValue = 0 if c.type in ("integer", "real") else None
             elif lc and c.name in lc.set_in and state not in lc.set_in[c.name]:
                 v = None
             elif override is not None:
@@ -176,14 +178,15 @@ class SeedGenerator:
             row[c.name] = v
         return {"id": rid, **{c.name: row[c.name] for c in ent.columns}}
 
-    def unique_value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any], v: Any, seen: set) -> Any:
+    def unique_value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any], v: JSONValue,
+                     seen: set[object]) -> JSONValue:
         for _ in range(20):
             if v not in seen:
                 return v
             v = self.value(ent, c, row)
         return fresh_value(c.name, v, self.rng, seen, row=row, fake=self.fake, lo=c.min, hi=c.max)
 
-    def place(self, c: BlueprintColumn, v: Any, *, future: bool) -> Any:
+    def place(self, c: BlueprintColumn, v: JSONValue, *, future: bool) -> str:
         """Move a date to the side of the clock its row's state demands (keeping its time of day)."""
         s = str(v)
         cur = dt.datetime.fromisoformat(s) if "T" in s else dt.datetime.combine(_parse_date(s), dt.time())
@@ -202,7 +205,7 @@ class SeedGenerator:
             return cur.date().isoformat()
         return cur.isoformat()
 
-    def value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any]) -> Any:
+    def value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any]) -> JSONValue:
         rng = self.rng
         if c.ref:
             ids = self.ids.get(c.ref, [])
@@ -221,7 +224,7 @@ class SeedGenerator:
             return self.default(c)
         return self.generate(c, c.gen, row)
 
-    def default(self, c: BlueprintColumn) -> Any:
+    def default(self, c: BlueprintColumn) -> JSONValue:
         rng = self.rng
         if c.enum:
             return c.enum[rng.randrange(len(c.enum))]
@@ -241,7 +244,7 @@ class SeedGenerator:
             return {}
         return text_for_column(c.name, self.fake, rng, self.vocabulary)
 
-    def generate(self, c: BlueprintColumn, gen: Any, row: dict[str, Any]) -> Any:
+    def generate(self, c: BlueprintColumn, gen: object, row: dict[str, Any]) -> JSONValue:
         rng = self.rng
         if isinstance(gen, str):
             if gen in ("email", "safe_email", "free_email", "company_email"):
@@ -267,8 +270,8 @@ class SeedGenerator:
             return round(rng.uniform(arg[0], arg[1]), decimals)
         if kind == "choice":
             if isinstance(arg, dict):
-                return rng.choices(list(arg), list(arg.values()))[0]
-            return arg[rng.randrange(len(arg))]
+                return cast(JSONValue, rng.choices(list(arg), list(arg.values()))[0])
+            return cast(JSONValue, arg[rng.randrange(len(arg))])
         if kind in ("date", "datetime"):
             a, b = _parse_date(arg[0]), _parse_date(arg[1])
             d = a + dt.timedelta(days=rng.randint(0, max(0, (b - a).days)))
@@ -301,11 +304,11 @@ class SeedGenerator:
         if kind == "words":
             return " ".join(self.fake.words(int(arg))).capitalize()
         if kind == "json":
-            return json.loads(json.dumps(arg))
+            return cast(JSONValue, json.loads(json.dumps(arg)))
         if kind == "by":
             key, table = arg
             options = table.get(str(row.get(key))) or [v for vs in table.values() for v in vs]
-            return options[rng.randrange(len(options))]
+            return cast(JSONValue, options[rng.randrange(len(options))])
         if kind == "price":
             lo, hi = arg
             whole = rng.randint(int(lo), max(int(lo), int(hi) - 1))
@@ -314,6 +317,7 @@ class SeedGenerator:
             fk, col, lo, hi = arg
             ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
             parent = next(x.ref for x in ent.columns if x.name == fk)
+            assert parent is not None  # fk is a reference column (the blueprint's checks)
             got = self.scratch.execute(f"SELECT {quote_ident(col)} FROM {quote_ident(parent)} WHERE id = ?",
                                        (row.get(fk),)).fetchone()
             if not got or got[0] is None:
