@@ -287,13 +287,14 @@ def test_read_dump_spray_and_parrot_score_where_the_answer_is_free():
     pick = [(n, t) for n in DOMAINS for t in tasks(n) if t.answer_facts and t.answer_facts[0].rivals
             and all(context(n).spec.tool(c.tool).kind == "read" for c in t.gold_chain)]
     assert pick, "no answer-only task with rivals"
-    name, task = pick[0]
-    ep = _episode(name, task)
-    assert score_policy(ep, task, "read_dump").score == 0.0  # the look-alikes' values are in the dump
-    free = task.model_copy(deep=True)
-    free.answer_facts = [AnswerFact(name=f.name, value=f.value) for f in task.answer_facts]
-    # without rivals, dumping everything passes
-    assert score_policy(_episode(name, free), free, "read_dump").score == 1.0
+    reached = 0
+    for name, task in pick:
+        assert score_policy(_episode(name, task), task, "read_dump").score == 0.0  # the rivals are in the dump
+        free = task.model_copy(deep=True)
+        free.answer_facts = [AnswerFact(name=f.name, value=f.value) for f in task.answer_facts]
+        # without rivals, dumping everything passes wherever the dump reaches the target
+        reached += score_policy(_episode(name, free), free, "read_dump").score == 1.0
+    assert reached, "the read-dump policy never reached a target"
     spray = free.model_copy(deep=True)
     spray.answer_facts = [AnswerFact(name="count", value=7)]
     assert score_policy(_episode(name, spray), spray, "spray").score == 1.0
