@@ -181,17 +181,23 @@ READ_DUMP_ROUNDS = 3
 """Rounds of read calls the read-dump policy makes (ids found in one round feed the next)."""
 
 
-def _ids_in(value: Any, out: list[str]) -> None:
-    """Every string stored under an ``id`` or ``*_id`` key anywhere in a tool output, in order."""
+def _ids_in(value: Any, out: list[str], known: frozenset[str] = frozenset()) -> None:
+    """Every string stored under an ``id`` or ``*_id`` key anywhere in a tool output, in order; the id
+    of a row that holds one of the user's ``known`` values first (the record a careful agent picks)."""
     if isinstance(value, dict):
+        rid = value.get("id")
+        if isinstance(rid, str) and known and any(str(v) in known for v in value.values()):
+            if rid in out:
+                out.remove(rid)
+            out.insert(0, rid)
         for k, v in value.items():
             if isinstance(v, str) and (k == "id" or k.endswith("_id")) and v not in out:
                 out.append(v)
             else:
-                _ids_in(v, out)
+                _ids_in(v, out, known)
     elif isinstance(value, list):
         for v in value:
-            _ids_in(v, out)
+            _ids_in(v, out, known)
 
 
 def _known_for(param: str, known: dict[str, Any]) -> list[Any]:
@@ -216,6 +222,7 @@ class ReadDumpAgent(Agent):
         self._reads = [t for n in names if (t := spec.tool(n)) is not None and t.kind == "read"]
         self._sampler = ArgSampler(ctx.episode.world, ctx.rng)
         self._known = dict(ctx.task.user_profile.known)
+        self._known_values = frozenset(str(v) for v in self._known.values())
         self._ids: list[str] = [v for k, v in sorted(self._known.items()) if isinstance(v, str) and k.endswith(" id")]
         self._outputs: list[str] = []
         self._round = 0
@@ -273,7 +280,7 @@ class ReadDumpAgent(Agent):
                 content = m.get("content") or ""
                 self._outputs.append(content)
                 with contextlib.suppress(ValueError):
-                    _ids_in(json.loads(content), self._ids)
+                    _ids_in(json.loads(content), self._ids, self._known_values)
         calls = self._calls() if self._round < READ_DUMP_ROUNDS else []
         self._round += 1
         if not calls:

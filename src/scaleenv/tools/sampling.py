@@ -100,7 +100,9 @@ class ArgSampler:
                     out += [shift_iso(v, d) for v in strs[:10] for d in (1, 7, 30)]
                 elif strs:
                     col = p.column.partition(".")[2]
-                    out += [_fresh(col, v, rng, set(self.column_values(p.column))) for v in strs[:2]]
+                    # a value-seeded rng, so drawing fresh values leaves the search's random stream as it was
+                    taken = set(self.column_values(p.column))
+                    out += [_fresh(col, v, random.Random(f"{p.column}:{v}"), taken) for v in strs[:2]]
                 if invalid and strs:
                     existing = set(self.column_values(p.column))
                     out += list(dict.fromkeys(_missing_like(v, existing) for v in strs[:3]))
