@@ -562,6 +562,8 @@ class TaskBuilder:
             if extra:
                 world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
             self.final_lookalikes(initial)
+        with _stage("verify"):
+            self.check_coherent(initial, world)
         with _stage("user_side"):
             task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
         with _stage("gates"):
@@ -589,6 +591,21 @@ class TaskBuilder:
         self.check_goal_effects(initial)
         world.clear_changes()
         return world, gold_keys, initial_hash, expected_hash
+
+    def check_coherent(self, initial: bytes, expected: World) -> None:
+        """The task's initial and expected worlds obey the domain's invariants (cloned children of a
+        target put into another state, for one, may not)."""
+        if not self.spec.invariants:
+            return
+        from scaleenv.world.invariants import check_world
+
+        start = World.from_snapshot(self.spec, initial)
+        try:
+            bad = check_world(start, limit=1) or check_world(expected, limit=1)
+        finally:
+            start.close()
+        if bad:
+            raise TaskRejected("incoherent_world", str(bad[0]))
 
     def check_goal_effects(self, initial: bytes) -> None:
         """Every write goal must change a matched cell, and its change must still show in the end."""
