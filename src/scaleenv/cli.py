@@ -249,16 +249,24 @@ def check(
 @app.command()
 def audit(
     path: Path = typer.Argument(..., help="A universe directory."),
+    invariants: bool = typer.Option(False, "--invariants",
+                                    help="Only the domains' invariants, on every base, initial and expected world."),
+    domain: list[str] = typer.Option([], "--domain", help="Only this domain's invariants (repeatable; implies --invariants)."),
     as_json: bool = typer.Option(False, "--json", help="Print the defect counts and examples as JSON."),
 ) -> None:
-    """Every task-validity check on every task: defect counts per class with examples; exit 1 on any."""
+    """Every task-validity check on every task (the invariants included): defect counts per class with
+    examples; exit 1 on any. --invariants: only the invariant check, per domain."""
     from scaleenv.errors import ScaleEnvError
+
+    if invariants or domain:  # --domain narrows the invariant check, so it implies it
+        _audit_invariants(path, domain, as_json)
+        return
     from scaleenv.synth.audit import audit_universe
 
     try:
         result = audit_universe(path).to_json()
     except ScaleEnvError as e:
-        fail(str(e))
+        fail(e)
     if as_json:
         _emit(result)
     else:
@@ -269,6 +277,32 @@ def audit(
             for ex in result["examples"].get(cls, [])[:3]:
                 typer.echo(f"    {ex['task']}: {ex['detail']}")
     if result["defects"]:
+        raise typer.Exit(1)
+
+
+def _audit_invariants(path: Path, domain: list[str], as_json: bool) -> None:
+    from scaleenv.env.invariant_audit import audit_invariants
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.universe import Universe
+
+    try:
+        uni = Universe(path)
+        unknown = [d for d in domain if d not in uni.domains]
+        if unknown:
+            fail(f"unknown domain(s) {', '.join(unknown)}; this universe has {', '.join(uni.domains)}")
+        result = audit_invariants(uni, domains=domain or None)
+    except ScaleEnvError as e:
+        fail(e)
+    if as_json:
+        _emit(result)
+    else:
+        typer.echo(f"{result['violations']} invariant violation(s) in {result['worlds']} worlds")
+        for d in result["per_domain"]:
+            typer.echo(f"  {d['domain']}: {d['invariants']} invariants, {d['worlds']} worlds, "
+                       f"{d['violations']} violation(s)")
+            for v in d["examples"][:5]:
+                typer.echo(f"    {v['world']}: {v['table']} {v['key']}: {v['invariant']} ({v['detail']})")
+    if result["violations"]:
         raise typer.Exit(1)
 
 
