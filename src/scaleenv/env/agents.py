@@ -118,7 +118,8 @@ class OpenAIAgent(Agent):
             raise AgentError(f"agent {e}") from None
         for k, v in reply.usage.items():
             self.usage[k] = self.usage.get(k, 0) + v
-        return reply.message
+        message: dict[str, Any] = reply.message
+        return message
 
 
 def check_policy_spec(spec: str, builtins: tuple[str, ...], what: str) -> str:

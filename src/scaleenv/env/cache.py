@@ -105,7 +105,8 @@ class TaskWorldCache:
         with self._lock:
             idle = worlds.idle.get(all_tools)
             if idle:
-                return idle.pop()
+                reused: Episode = idle.pop()
+                return reused
         return make_episode(self.spec(task.domain), task, worlds, all_tools=all_tools)
 
     def release(self, task: Task, episode: Episode, *, all_tools: bool = False) -> None:

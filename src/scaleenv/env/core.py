@@ -35,7 +35,8 @@ from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP, Trajectory
 from scaleenv.reward.state import Reward
 from scaleenv.tools.args import check_call_count
-from scaleenv.tools.runtime import ToolResult, error_output
+from scaleenv.tools.output import error_output
+from scaleenv.tools.runtime import ToolResult
 
 
 class Mode(StrEnum):

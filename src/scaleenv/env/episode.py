@@ -11,7 +11,8 @@ from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import AnswerFact
 from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.reward.state import Reward, compute_reward
-from scaleenv.tools.runtime import ToolResult, error_output, execute_tool
+from scaleenv.tools.output import error_output
+from scaleenv.tools.runtime import ToolResult, execute_tool
 from scaleenv.world.world import World
 
 
@@ -19,7 +20,7 @@ from scaleenv.world.world import World
 class ErrorStats:
     calls: int = 0
     errors: int = 0
-    by_code: Counter = field(default_factory=Counter)
+    by_code: Counter[str] = field(default_factory=Counter)
 
     def to_json(self) -> dict[str, Any]:
         return {"calls": self.calls, "errors": self.errors, "by_code": dict(sorted(self.by_code.items()))}

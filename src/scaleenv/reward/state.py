@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.reward.facts import AnswerFact, fact_stated_in
+from scaleenv.formats.task import AnswerFact
+from scaleenv.reward.facts import fact_stated_in
 from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.world.world import World, norm_value
 
@@ -42,9 +43,9 @@ def same_value(want: Any, got: Any, column_type: str = "text") -> bool:
         return True
     num = (int, float)
     if isinstance(want, num) and isinstance(got, num) and not isinstance(want, bool) and not isinstance(got, bool):
-        return math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9)
+        return bool(math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9))
     if column_type == "json":
-        return _json_value(want) == _json_value(got)
+        return bool(_json_value(want) == _json_value(got))
     return False
 
 

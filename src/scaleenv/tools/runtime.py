@@ -31,7 +31,7 @@ class ToolResult:
     message: str | None = None
 
 
-class _SafeFormat(dict):
+class _SafeFormat(dict[str, Any]):
     def __missing__(self, key: str) -> str:
         return "{" + key + "}"
 

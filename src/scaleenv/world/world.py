@@ -77,7 +77,8 @@ class _HashBase:
     def __init__(self, rows: Mapping[str, Mapping[Any, int | None]], sums: dict[str, int] | None = None,
                  counts: dict[str, int] | None = None):
         self.rows = rows
-        self.sums = sums if sums is not None else {t: sum(d.values()) % _MOD for t, d in rows.items()}
+        self.sums = sums if sums is not None else {t: sum(v for v in d.values() if v is not None) % _MOD
+                                                for t, d in rows.items()}
         self.counts = counts if counts is not None else {t: len(d) for t, d in rows.items()}
 
     def derive(self, now: Mapping[str, Mapping[Any, int | None]]) -> _HashBase:
@@ -109,7 +110,7 @@ class _HashBase:
                         flat[k] = d
                 rows[t] = flat
             else:
-                rows[t] = ChainMap(dict(changed), old)
+                rows[t] = ChainMap(dict(changed), old)  # type: ignore[arg-type] # ChainMap only reads its parents
         return _HashBase(rows, sums, counts)
 
 
@@ -117,14 +118,14 @@ class _HashBase:
 # the bytes object itself (the entry holds it, so an ``is`` check makes the id key safe) and by
 # content (sha1 of the bytes, for an equal snapshot arriving as a new object). Bounded by entry
 # count and by the bytes the entries keep alive.
-_BASE_CACHE: OrderedDict[tuple, tuple[bytes, DomainSpec, _HashBase]] = OrderedDict()
+_BASE_CACHE: OrderedDict[tuple[Any, ...], tuple[bytes, DomainSpec, _HashBase]] = OrderedDict()
 _BASE_CACHE_SIZE = 256
 _BASE_CACHE_BYTES = 512 * 10**6
 _base_cache_bytes = 0
 _BASE_LOCK = threading.Lock()
 
 
-def _cache_put(key: tuple, snap: bytes, spec: DomainSpec, base: _HashBase) -> None:
+def _cache_put(key: tuple[Any, ...], snap: bytes, spec: DomainSpec, base: _HashBase) -> None:
     """Insert under ``_BASE_LOCK``; evicts the least recently used entries past the bounds."""
     global _base_cache_bytes
     old = _BASE_CACHE.pop(key, None)
@@ -355,15 +356,15 @@ class World:
         """Build-time code only (seeding, loading): the connection guard lets pragmas such as
         ``defer_foreign_keys`` through. Never entered while an agent's tool call runs."""
         conn = self.conn
-        guarded = isinstance(conn, GuardedConnection)
-        before = conn.building if guarded else False
-        if guarded:
-            conn.building = True
+        if not isinstance(conn, GuardedConnection):
+            yield
+            return
+        before = conn.building
+        conn.building = True
         try:
             yield
         finally:
-            if guarded:
-                conn.building = before
+            conn.building = before
 
     def load_rows(self, table: str, rows: Iterable[Mapping[str, Any]], *, log: bool = False) -> int:
         """Insert rows (dicts keyed by column). Unknown tables/columns raise WorldError.
@@ -376,7 +377,7 @@ class World:
             raise WorldError(f"unknown table {table!r}")
         names = [c.name for c in t.columns]
         known = set(names)
-        cols_for: dict[tuple, tuple[str, ...]] = {}
+        cols_for: dict[tuple[Any, ...], tuple[str, ...]] = {}
         sql_for: dict[tuple[str, ...], str] = {}
         pending: list[list[Any]] = []
         current: tuple[str, ...] | None = None
@@ -436,7 +437,7 @@ class World:
         return None if r is None else dict(zip([d[0] for d in cur.description], r, strict=True))
 
     def count(self, table: str) -> int:
-        return self.conn.execute(f"SELECT COUNT(*) FROM {quote_ident(table)}").fetchone()[0]
+        return int(self.conn.execute(f"SELECT COUNT(*) FROM {quote_ident(table)}").fetchone()[0])
 
     def dump(self) -> dict[str, list[dict[str, Any]]]:
         return {t: self.rows(t) for t in self._order}
@@ -444,7 +445,7 @@ class World:
     @property
     def clock(self) -> str:
         """The world's fixed logical clock (``now`` for generated values)."""
-        return self.conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = 'clock'").fetchone()[0]
+        return str(self.conn.execute(f"SELECT value FROM {META_TABLE} WHERE key = 'clock'").fetchone()[0])
 
     # --- snapshots --------------------------------------------------------------
     def snapshot(self) -> bytes:
@@ -600,7 +601,7 @@ class World:
         return {r[i]: fb(b2(repr(r).encode(), digest_size=16).digest(), "little")
                 for r in self._select(table, keys, self._canon[table])}
 
-    def _select(self, table: str, keys: list[Any] | None, q: str | None = None) -> Iterable[tuple]:
+    def _select(self, table: str, keys: list[Any] | None, q: str | None = None) -> Iterable[tuple[Any, ...]]:
         q = q or f"SELECT * FROM {quote_ident(table)}"
         if keys is None:
             return self.conn.execute(q)
@@ -609,7 +610,7 @@ class World:
         pk = quote_ident(self.primary_key(table))
         # Plain placeholders, not json_each: SQLite 3.40 keeps eponymous virtual tables pointing at
         # the schema that deserialize() frees, and a later prepare crashes (use-after-free).
-        out: list[tuple] = []
+        out: list[tuple[Any, ...]] = []
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
             out.extend(self.conn.execute(f"{q} WHERE {pk} IN ({', '.join('?' * len(chunk))})", chunk))
@@ -662,14 +663,14 @@ _SQLITE_HEADER = b"SQLite format 3\x00"
 
 def _deserialize(conn: sqlite3.Connection, data: Any) -> None:
     """``deserialize`` runs an internal ``ATTACH ... AS main``, which the guard otherwise refuses."""
-    guarded = isinstance(conn, GuardedConnection)
-    if guarded:
-        conn.building = True
+    if not isinstance(conn, GuardedConnection):
+        conn.deserialize(data)
+        return
+    conn.building = True
     try:
         conn.deserialize(data)
     finally:
-        if guarded:
-            conn.building = False
+        conn.building = False
 
 
 def _check_snapshot(spec: DomainSpec, data: Any) -> None:

@@ -51,6 +51,7 @@ from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_row
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
+from scaleenv.synth.tasks.instruction import human
 from scaleenv.synth.tasks.state import fresh_unique, next_id
 from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.replay import TaskWorlds
@@ -529,6 +530,29 @@ class LLMTaskBuilder(TaskBuilder):
             raise TaskRejected("gate_" + gates.failures()[0])
         task.verification.gates = gates.to_json()
         return task
+
+    def answer_of(self, tool: ToolSpec, out: Any) -> tuple[str, Any]:
+        """The attribute a read goal asks about and its value in ``out`` (the last read's output)."""
+        if tool.returns.mode == "scalar":
+            return human(tool.name), out
+        if not isinstance(out, dict):
+            return "", None
+        answer = tool.meta.get("answer")
+        if answer and answer in out:
+            return answer, out[answer]
+        table = self.spec.table(tool.returns.table or "")
+        if table is None:
+            keys = [k for k in sorted(out) if k != "id"]
+            return (keys[0], out[keys[0]]) if keys else ("", None)
+        display = self.ctx.display_column(table.name)
+        cols = [c for c in table.columns if c.name not in ("id", display) and not c.foreign_key
+                and not c.unique and c.match != "exempt" and c.type not in ("json", "boolean")
+                and out.get(c.name) is not None]
+        cols.sort(key=lambda c: (c.name not in ("status", "state"), c.enum is None, c.name))
+        if not cols:
+            return "", None
+        c = cols[0] if self.rng.random() < 0.5 else cols[self.rng.randrange(len(cols))]
+        return f"{self.ctx.singular(table.name)} {c.name}", out[c.name]
 
     def add_answer_fact(self) -> None:
         """If the chain ends with a read of one record or value, the user wants to learn it."""
