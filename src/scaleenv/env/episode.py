@@ -93,7 +93,7 @@ class Episode:
                 result = ToolResult(False, error_output("internal_error", msg), error="internal_error", message=msg)
         if not result.ok:
             self.stats.errors += 1
-            self.stats.by_code[result.error] += 1
+            self.stats.by_code[result.error or "error"] += 1
         return result
 
     def say(self, text: str) -> None:

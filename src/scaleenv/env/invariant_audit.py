@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleenv.env.cache import build_worlds
 from scaleenv.errors import ScaleEnvError
+from scaleenv.tools.replay import build_worlds
 from scaleenv.world.invariants import check_connection, check_world
 from scaleenv.world.world import World
 

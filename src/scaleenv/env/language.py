@@ -22,7 +22,7 @@ def inflect_engine() -> Any:
         import typeguard
 
         checked = typeguard.typechecked
-        typeguard.typechecked = lambda target=None, **kw: target if target is not None else (lambda f: f)
+        typeguard.typechecked = lambda target=None, **kw: target if target is not None else (lambda f: f)  # type: ignore[assignment] # a no-op decorator while inflect imports
         try:
             import inflect  # noqa: F401
         finally:

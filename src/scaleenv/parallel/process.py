@@ -72,7 +72,7 @@ class ProcessExecutor(Executor):
     def run(self, batches: Iterable[list[Any]], sink: Sink, tick: Callable[[], None] | None = None) -> None:
         pool = self._pool()
         todo = iter(batches)
-        pending: set[Future] = set()
+        pending: set[Future[list[Any]]] = set()
         limit = 2 * self.workers
         try:
             while True:

@@ -140,8 +140,8 @@ def _domain_data(u: Universe, name: str, n_tasks: int, link: str) -> tuple[dict[
 
 def _expected_change(u: Universe, task: Any, bases: dict[str, bytes]) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Replay the gold chain on the task's initial world and diff the two worlds on the rows it touched."""
-    from scaleenv.env.cache import build_worlds
     from scaleenv.errors import ScaleEnvError
+    from scaleenv.tools.replay import build_worlds
     from scaleenv.world.world import World
 
     spec = u.spec(task.domain)

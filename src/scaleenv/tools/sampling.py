@@ -42,7 +42,7 @@ class ArgSampler:
         self.world = world
         self.rng = rng
         self._col_cache: dict[str, list[Any]] = {}
-        self._cand_cache: dict[tuple, list[Any]] = {}
+        self._cand_cache: dict[tuple[Any, ...], list[Any]] = {}
 
     def invalidate(self) -> None:
         """Forget cached column values (call after the world's rows change)."""
@@ -109,13 +109,14 @@ class ArgSampler:
         if invalid and p.type == "string" and p.enum is None:
             out += ["", "   "]
         if not out:
-            out = {
+            defaults: dict[str, list[Any]] = {
                 "string": ["sample text", "other note"],
                 "integer": [1, 2, 5, 10],
                 "number": [1.0, 10.0, 50.0],
                 "boolean": [True, False],
                 "array": [[]],
-            }[p.type]
+            }
+            out = defaults[p.type]
         valid = []
         for v in out:
             try:

@@ -90,7 +90,7 @@ class DomainContext:
         if t is None:
             return None
         declared = (self.spec.meta.get("display") or {}).get(table)
-        if declared and t.column(declared):
+        if isinstance(declared, str) and t.column(declared):
             return declared
         for name in ("full_name", "name", "title", "display_name", "label", "username", "subject", "headline"):
             if t.column(name):

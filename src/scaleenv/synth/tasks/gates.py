@@ -45,7 +45,7 @@ class GateResult:
     def __getattr__(self, name: str) -> float:
         scores = self.__dict__.get("scores", {})
         if name in scores:
-            return scores[name]
+            return float(scores[name])
         raise AttributeError(name)
 
     @property

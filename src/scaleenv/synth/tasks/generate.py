@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from scaleenv.env.cache import TaskWorlds, make_episode
+from scaleenv.env.cache import make_episode
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import ToolSpec
 from scaleenv.formats.task import Call, Task
@@ -38,6 +38,7 @@ from scaleenv.synth.tasks.validity import (
     unobservable_goals,
 )
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
+from scaleenv.tools.replay import TaskWorlds
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.utils.dates import shift_iso
