@@ -20,7 +20,7 @@ from scaleenv.synth.tasks.gates import ZERO_GATES
 runner = CliRunner()
 LLM_CONFIG = {"backoff": 0.01, "concurrency": 2,
               "synth": {"debug_rounds": 1, "best_of_k": 3,
-                        "sandbox": {"cpu_seconds": 1, "wall_seconds": 1.5, "memory_mb": 256}}}
+                        "sandbox": {"cpu_seconds": 1, "wall_seconds": 10.0, "memory_mb": 256}}}
 
 
 @pytest.fixture(scope="module")
