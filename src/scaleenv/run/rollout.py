@@ -103,7 +103,7 @@ class RolloutWorker:
         self.cache = TaskWorldCache(job.universe, max_tasks=self.MAX_TASKS, max_idle=max(1, job.concurrency))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tools_json: dict[str, str] = {}
-        self.clients = ChatClients()
+        self.clients = ChatClients(job.concurrency)
 
     def spec(self, domain: str) -> Any:
         return self.cache.spec(domain)
@@ -206,7 +206,7 @@ class RolloutWorker:
             if t.done() and not t.cancelled():
                 t.exception()
         loop.close()
-        self.clients = ChatClients()
+        self.clients = ChatClients(self.job.concurrency)
 
     def close(self) -> None:
         if self._loop is not None and not self._loop.is_closed():
