@@ -93,10 +93,8 @@ class RetryPolicy:
         delay = min(self.max_backoff, self.backoff * (2 ** attempt))
         headers = getattr(getattr(error, "response", None), "headers", None)
         if headers is not None:
-            try:
+            with contextlib.suppress(TypeError, ValueError):
                 delay = max(delay, min(float(headers.get("retry-after", "")), self.max_backoff))
-            except (TypeError, ValueError):
-                pass
         return delay * (0.75 + 0.5 * self.rng.random())
 
 
