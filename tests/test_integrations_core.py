@@ -128,14 +128,17 @@ def test_tau2_results_shape(tmp_path):
 
 
 def test_trl_classes_have_typed_documented_methods():
-    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_names
+    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_names, tool_set_name
 
     u = small_universe()
     spec = ScaleEnvTRLSpec(u, domains=["pet_care"])
-    cls = spec.environment_factory
     dspec = task_source(u).spec("pet_care")
-    assert set(tool_names(cls)) == {t.name for t in dspec.tools} | {USER_TOOL}
-    for tool in dspec.tools:
+    assert set(spec.classes) == {tool_set_name(t) for t in spec.tasks}
+    for task in spec.tasks:  # each task's class offers exactly the task's tools (its exercisable set)
+        cls = spec.classes[tool_set_name(task)]
+        assert set(tool_names(cls)) == set(task.tools) | {USER_TOOL}
+    cls = spec.classes[tool_set_name(spec.tasks[0])]
+    for tool in (dspec.tool(n) for n in spec.tasks[0].tools):
         fn = cls.__dict__[tool.name]  # a class attribute, as TRL requires
         sig = inspect.signature(fn)
         hints = typing.get_type_hints(fn)
@@ -145,11 +148,49 @@ def test_trl_classes_have_typed_documented_methods():
             assert f"{p.name}:" in fn.__doc__
             hint = hints[p.name]
             if p.enum:
-                args = typing.get_args(hint)
-                lit = args[0] if not p.required else hint
-                assert typing.get_origin(lit) is typing.Literal and list(typing.get_args(lit)) == p.enum
+                assert typing.get_origin(hint) is typing.Literal and list(typing.get_args(hint)) == p.enum
             if not p.required:
                 assert sig.parameters[p.name].default is None
+
+
+def test_trl_arguments_are_checked_by_scaleenv_with_the_rollout_error_text():
+    """An argument the model invents reaches scaleenv (no Python TypeError) and gets the same error
+    text as the same call in a rollout's ToolEnv."""
+    from scaleenv.env.core import make
+    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_set_name
+
+    u = small_universe()
+    spec = ScaleEnvTRLSpec(u)
+    task = spec.tasks[0]
+    env = spec.classes[tool_set_name(task)]()
+    env.reset(**spec.rows()[0])
+    name = task.gold_chain[0].tool
+    bad = {"couple_idOnly": 3}
+    got = getattr(env, name)(**bad)
+    with make(u, task.id) as direct:
+        direct.reset()
+        want = direct.call(name, bad).output
+    assert json.loads(got)["error"] and got == want
+    assert env.session.tool_errors == 1
+    assert json.loads(env.send_message_to_user(text="hi"))["error"] == "invalid_arguments"
+
+
+def test_trl_several_domains_in_one_dataset():
+    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_set_name
+
+    u = small_universe()
+    spec = ScaleEnvTRLSpec(u, tools=[t for t in tasks(u)[0].tools])  # narrowing to one domain's tools is fine
+    assert len({t.domain for t in spec.tasks}) > 1
+    factory = spec.environment_factory
+    assert isinstance(factory, dict)
+    for row, task in zip(spec.rows(), spec.tasks, strict=True):
+        assert row["environment"] == tool_set_name(task) and row["environment"] in factory
+        env = factory[row["environment"]]()
+        env.reset(**row)
+        assert env.session.task.id == task.id
+    other = next(r for r in spec.rows() if r["environment"] != spec.rows()[0]["environment"])
+    with pytest.raises(IntegrationError, match="route rows"):
+        factory[spec.rows()[0]["environment"]]().reset(**other)
 
 
 def test_verl_compute_score_documented_interface():

@@ -63,7 +63,9 @@ def task_row(fmt: str, source: TaskSource, task: Task, index: int, mode: str = "
                 "extra_info": _extra_info(source, task, index, mode)}
     if fmt == "trl":
         refs = _refs(source, task, mode)
-        return {"env_id": refs["env_id"], "task_id": refs["task_id"], "environment": task.domain,
+        from scaleenv.integrations.trl import tool_set_name
+
+        return {"env_id": refs["env_id"], "task_id": refs["task_id"], "environment": tool_set_name(task),
                 "universe": refs["universe"], "mode": mode, "prompt": prompt, "task_json": task.to_jsonl()}
     if fmt == "verifiers":
         info = {**_refs(source, task, mode), "task_json": task.to_jsonl()}
