@@ -26,6 +26,7 @@ class SlowOpenAI:
         self.bodies: list[dict[str, Any]] = []
         self.answered = 0
         self.dropped = 0
+        self.dropped_requests: list[int] = []  # indexes (arrival order) of the requests dropped
         self.inflight = 0
         self.max_inflight = 0
         self.lock = threading.Lock()
@@ -51,6 +52,7 @@ class SlowOpenAI:
             def do_POST(self) -> None:  # noqa: N802 - http.server's naming
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 with outer.lock:
+                    index = len(outer.bodies)
                     outer.bodies.append(body)
                     delay = outer.delays.pop(0) if outer.delays else outer.delay
                     outer.inflight += 1
@@ -61,6 +63,7 @@ class SlowOpenAI:
                         if self._gone():
                             with outer.lock:
                                 outer.dropped += 1
+                                outer.dropped_requests.append(index)
                             return
                         left = end - time.monotonic()
                         if left <= 0:
@@ -82,6 +85,7 @@ class SlowOpenAI:
                     except (BrokenPipeError, ConnectionResetError):
                         with outer.lock:
                             outer.dropped += 1
+                            outer.dropped_requests.append(index)
                         return
                     with outer.lock:
                         outer.answered += 1
