@@ -20,6 +20,7 @@ import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -56,20 +57,21 @@ def free_port() -> int:
 def llama_server(gguf: Path, n_ctx: int):
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1 (one request at a time)."""
     port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
                              "--port", str(port), "--n_ctx", str(n_ctx), "--chat_format", "chatml-function-calling",
-                             "--model_alias", "smol"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             "--model_alias", "smol"], stdout=log, stderr=subprocess.STDOUT)  # a pipe would fill up
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        for _ in range(240):
+        for _ in range(600):
             if proc.poll() is not None:
-                sys.exit(f"the llama.cpp server exited: {proc.stderr.read().decode()[-2000:]}")
+                sys.exit(f"the llama.cpp server exited; see {log.name}")
             with contextlib.suppress(OSError):
                 urllib.request.urlopen(url + "/models", timeout=2).read()
                 break
             time.sleep(0.5)
         else:
-            sys.exit("the llama.cpp server did not come up within 120 s")
+            sys.exit(f"the llama.cpp server did not come up within 300 s; see {log.name}")
         yield url
     finally:
         proc.terminate()
@@ -82,7 +84,9 @@ def run_rollout_example(args: argparse.Namespace) -> None:
     from scaleenv.run.rollout import RolloutConfig, run_rollout
 
     u = universe(args.universe, args.domain, args.tasks)
-    with llama_server(args.gguf or find_gguf(), args.n_ctx) as url:
+    server = contextlib.nullcontext(args.base_url) if args.base_url else llama_server(args.gguf or find_gguf(),
+                                                                                        args.n_ctx)
+    with server as url:
         cfg = RolloutConfig(universe=u, agent="openai:smol", user="scripted", num_tasks=args.tasks,
                             max_turns=args.max_turns, out=args.out, force=True,
                             agent_options=AgentOptions(base_url=url, timeout=args.timeout, max_retries=1,
@@ -143,6 +147,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3, help="GRPO steps")
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--n-ctx", type=int, default=8192)
+    p.add_argument("--base-url", default=None, help="rollout: a running server with the model as 'smol'")
     p.add_argument("--out", type=Path, default=Path("example-results.json"))
     args = p.parse_args()
     run_rollout_example(args) if args.what == "rollout" else run_grpo_example(args)
