@@ -128,14 +128,17 @@ def test_tau2_results_shape(tmp_path):
 
 
 def test_trl_classes_have_typed_documented_methods():
-    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_names
+    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_names, tool_set_name
 
     u = small_universe()
     spec = ScaleEnvTRLSpec(u, domains=["pet_care"])
-    cls = spec.environment_factory
     dspec = task_source(u).spec("pet_care")
-    assert set(tool_names(cls)) == {t.name for t in dspec.tools} | {USER_TOOL}
-    for tool in dspec.tools:
+    assert set(spec.classes) == {tool_set_name(t) for t in spec.tasks}
+    for task in spec.tasks:  # each task's class offers exactly the task's tools (its exercisable set)
+        cls = spec.classes[tool_set_name(task)]
+        assert set(tool_names(cls)) == set(task.tools) | {USER_TOOL}
+    cls = spec.classes[tool_set_name(spec.tasks[0])]
+    for tool in (dspec.tool(n) for n in spec.tasks[0].tools):
         fn = cls.__dict__[tool.name]  # a class attribute, as TRL requires
         sig = inspect.signature(fn)
         hints = typing.get_type_hints(fn)
@@ -145,17 +148,55 @@ def test_trl_classes_have_typed_documented_methods():
             assert f"{p.name}:" in fn.__doc__
             hint = hints[p.name]
             if p.enum:
-                args = typing.get_args(hint)
-                lit = args[0] if not p.required else hint
-                assert typing.get_origin(lit) is typing.Literal and list(typing.get_args(lit)) == p.enum
+                assert typing.get_origin(hint) is typing.Literal and list(typing.get_args(hint)) == p.enum
             if not p.required:
                 assert sig.parameters[p.name].default is None
+
+
+def test_trl_arguments_are_checked_by_scaleenv_with_the_rollout_error_text():
+    """An argument the model invents reaches scaleenv (no Python TypeError) and gets the same error
+    text as the same call in a rollout's ToolEnv."""
+    from scaleenv.env.core import make
+    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_set_name
+
+    u = small_universe()
+    spec = ScaleEnvTRLSpec(u)
+    task = spec.tasks[0]
+    env = spec.classes[tool_set_name(task)]()
+    env.reset(**spec.rows()[0])
+    name = task.gold_chain[0].tool
+    bad = {"couple_idOnly": 3}
+    got = getattr(env, name)(**bad)
+    with make(u, task.id) as direct:
+        direct.reset()
+        want = direct.call(name, bad).output
+    assert json.loads(got)["error"] and got == want
+    assert env.session.tool_errors == 1
+    assert json.loads(env.send_message_to_user(text="hi"))["error"] == "invalid_arguments"
+
+
+def test_trl_several_domains_in_one_dataset():
+    from scaleenv.integrations.trl import ScaleEnvTRLSpec, tool_set_name
+
+    u = small_universe()
+    spec = ScaleEnvTRLSpec(u, tools=[t for t in tasks(u)[0].tools])  # narrowing to one domain's tools is fine
+    assert len({t.domain for t in spec.tasks}) > 1
+    factory = spec.environment_factory
+    assert isinstance(factory, dict)
+    for row, task in zip(spec.rows(), spec.tasks, strict=True):
+        assert row["environment"] == tool_set_name(task) and row["environment"] in factory
+        env = factory[row["environment"]]()
+        env.reset(**row)
+        assert env.session.task.id == task.id
+    other = next(r for r in spec.rows() if r["environment"] != spec.rows()[0]["environment"])
+    with pytest.raises(IntegrationError, match="route rows"):
+        factory[spec.rows()[0]["environment"]]().reset(**other)
 
 
 def test_verl_compute_score_documented_interface():
     """verl's reward-function contract (compute_score(data_source, solution_str, ground_truth,
     extra_info) -> dict with "score"), without verl installed."""
-    from scaleenv.integrations.verl import compute_score, parse_hermes_calls
+    from scaleenv.integrations.hermes import compute_score, parse_hermes_calls
 
     u = small_universe()
     for task in tasks(u):
@@ -168,11 +209,55 @@ def test_verl_compute_score_documented_interface():
     assert compute_score("x", "", "t", {"reward_components": {"score": 0.5, "state_match": 1.0}})["score"] == 0.5
     text, calls = parse_hermes_calls('hi <tool_call>{"name": "a", "arguments": {"b": 1}}</tool_call> <tool_call>x'
                                      '</tool_call>')
-    assert calls == [("a", {"b": 1}), ("", None)] and text.startswith("hi")
+    assert calls[0] == ("a", {"b": 1}) and text.startswith("hi")
+    assert calls[1][0] == "" and "not JSON" in str(calls[1][1])
+
+
+def test_malformed_hermes_call_gets_the_rollout_error_text():
+    """A hermes block whose arguments are not JSON: the same invalid_arguments tool error, counted
+    in tool_errors, as the same call through ToolEnv.step in a rollout."""
+    from scaleenv.env.core import make
+    from scaleenv.integrations.hermes import parse_hermes_calls, run_call
+
+    u = small_universe()
+    task = tasks(u)[0]
+    name = task.gold_chain[0].tool
+    _, calls = parse_hermes_calls(f'<tool_call>{{"name": "{name}", "arguments": "{{oops"}}</tool_call>')
+    session = session_from_row({"task_id": task.id, "universe": str(u)})
+    got = run_call(session, *calls[0])
+    with make(u, task.id, mode="solo") as env:
+        env.reset()
+        obs, *_ = env.step({"role": "assistant", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": name, "arguments": "{oops"}}]})
+    assert not got.ok and got.output == obs[0]["content"]
+    assert json.loads(got.output)["error"] == "invalid_arguments"
+    assert session.tool_errors == 1 and env.tool_errors == 1
+    session.close()
+
+
+def test_importing_scaleenv_and_integrations_loads_no_framework_or_adapter():
+    import subprocess
+    import sys
+
+    code = ("import sys, scaleenv, scaleenv.integrations, scaleenv.integrations.export, scaleenv.cli; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('trl', 'verl', 'skyrl_gym', 'openenv', 'verifiers', "
+            "'torch', 'transformers', 'mcp') or m in ('scaleenv.integrations.verl', 'scaleenv.integrations.skyrl', "
+            "'scaleenv.integrations.openenv', 'scaleenv.integrations.verifiers', 'scaleenv.integrations.trl')]; "
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_export_formats_are_a_table():
+    from scaleenv.integrations.export import FORMATS, PARQUET_FORMATS
+
+    assert set(FORMATS) == {"verl", "trl", "skyrl", "verifiers", "jsonl", "tau2"}
+    assert PARQUET_FORMATS == ("verl", "trl", "skyrl", "verifiers")
+    assert all((f.row is None) == (f.file == "tau2") for f in FORMATS.values())
 
 
 def test_verl_config_yaml(tmp_path):
-    from scaleenv.integrations.verl import verl_configs
+    from scaleenv.integrations.export import verl_configs
 
     paths = verl_configs(tmp_path)
     text = paths["agent_loop"].read_text()
@@ -180,16 +265,18 @@ def test_verl_config_yaml(tmp_path):
 
 
 def test_adapters_import_lazily():
-    """Importing any integration module needs no framework; using one without it says what to install."""
+    """The framework-free modules import without extras; an adapter module imports its framework at
+    its top, and without it says, in one line, what to install."""
     import importlib
-
-    for mod in ("session", "export", "tau2", "trl", "verl", "skyrl", "openenv", "verifiers", "mcp_server"):
-        importlib.import_module(f"scaleenv.integrations.{mod}")
     import importlib.util
 
+    for mod in ("session", "export", "hermes", "tau2", "trl", "mcp_server"):
+        importlib.import_module(f"scaleenv.integrations.{mod}")
     for mod, attr, pkg in (("skyrl", "ScaleEnvSkyRL", "skyrl_gym"), ("openenv", "ScaleEnvOpenEnv", "openenv"),
                            ("verifiers", "ScaleEnvTaskset", "verifiers"),
                            ("verl", "ScaleEnvAgentLoop", "verl")):
         if importlib.util.find_spec(pkg) is None:
             with pytest.raises(IntegrationError, match="pip install"):
-                getattr(importlib.import_module(f"scaleenv.integrations.{mod}"), attr)
+                importlib.import_module(f"scaleenv.integrations.{mod}")
+        else:
+            assert isinstance(getattr(importlib.import_module(f"scaleenv.integrations.{mod}"), attr), type)

@@ -63,7 +63,7 @@ def test_parquet_round_trip(fmt, tmp_path):
             assert row["agent_name"] == "scaleenv_agent" and row["reward_model"]["style"] == "rule"
             task = by_id[row["reward_model"]["ground_truth"]]
             assert row["extra_info"]["index"] == i and row["data_source"] == f"scaleenv/{task.domain}"
-            from scaleenv.integrations.verl import compute_score
+            from scaleenv.integrations.hermes import compute_score
 
             score = compute_score(row["data_source"], hermes(gold(u, task), answer(task)),
                                   row["reward_model"]["ground_truth"], row["extra_info"])

@@ -33,11 +33,12 @@ def test_tool_schemas_round_trip_through_transformers():
 
     u = small_universe()
     spec = ScaleEnvTRLSpec(u)
-    for domain, cls in spec.classes.items():
+    for cls in spec.classes.values():
         env = cls()
-        dspec = spec.source.spec(domain)
-        assert set(tool_names(cls)) == {t.name for t in dspec.tools} | {"send_message_to_user"}
-        for tool in dspec.tools:
+        dspec = spec.source.spec(cls.domain)
+        assert set(tool_names(cls)) == set(cls.tool_set) | {"send_message_to_user"}
+        assert get_json_schema(env.send_message_to_user)["function"]["parameters"]["required"] == ["message"]
+        for tool in (t for t in dspec.tools if t.name in cls.tool_set):
             got = get_json_schema(getattr(env, tool.name))["function"]
             want = tool.openai_schema()["function"]
             assert got["name"] == want["name"]

@@ -146,14 +146,34 @@ def test_max_turns(loader):
         ({"id": "x", "type": "function"}, "no function name"),
     ],
 )
-def test_malformed_tool_call_ends_with_error(loader, bad, needle):
+def test_malformed_tool_call_is_a_tool_error_the_policy_sees(loader, bad, needle):
     u, tl = loader
     task = u.tasks()[0]
     traj = _run(tl.episode(task), task, ScriptAgent([{"role": "assistant", "content": None, "tool_calls": [bad]}]),
                 make_user("scripted"))
-    assert traj.termination == "error" and "malformed tool call" in traj.error and needle in traj.error
-    assert traj.tool_calls == 0 and traj.reward["score"] == 0.0
-    assert traj.messages[-1]["tool_calls"] == [bad]  # the offending message is recorded
+    assert traj.termination != "error" and traj.error is None  # a policy mistake, not an outage
+    assert traj.tool_calls == 1 and traj.tool_errors == 1 and traj.reward["score"] == 0.0
+    i = next(i for i, m in enumerate(traj.messages) if m.get("tool_calls") == [bad])  # the offending message
+    reply = traj.messages[i + 1]
+    assert reply["role"] == "tool" and reply["tool_call_id"] == "x"
+    body = json.loads(reply["content"])
+    assert body["error"] == "invalid_arguments" and needle in body["message"]
+
+
+def test_malformed_call_next_to_good_ones_runs_the_good_ones(loader):
+    u, tl = loader
+    task = u.tasks()[0]
+    read = next(t for t in task.tools if t.startswith(("find_", "list_", "get_")))
+    msg = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": read, "arguments": "{}"}},
+        {"id": "b", "type": "function", "function": {"name": read, "arguments": "{oops"}}]}
+    traj = _run(tl.episode(task), task, ScriptAgent([msg]), make_user("scripted"))
+    tools = [m for m in traj.messages if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tools[:2]] == ["a", "b"]
+    assert "error" not in json.loads(tools[0]["content"]) or json.loads(tools[0]["content"])["error"] != \
+        "invalid_arguments"
+    assert json.loads(tools[1]["content"])["error"] == "invalid_arguments"
+    assert traj.tool_calls == 2 and traj.termination != "error"
 
 
 def test_agent_mistakes_are_tool_errors_not_episode_errors(loader):

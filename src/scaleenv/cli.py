@@ -319,7 +319,9 @@ def rollout(
     executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
     workers: int = typer.Option(2, "--workers", help="Worker processes or Ray actors."),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Connect to an existing Ray cluster."),
-    concurrency: int = typer.Option(8, "--concurrency", help="Episodes in flight per worker (LLM endpoints)."),
+    concurrency: int | None = typer.Option(
+        None, "--concurrency", help="Episodes in flight per worker (LLM endpoints); default 1 for a model on "
+                                    "localhost, else 8. Set it to the requests your server runs at once."),
     resume: bool = typer.Option(False, "--resume", help="Skip episodes already in the trajectories file."),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="With --resume, re-run episodes that errored."),
     force: bool = typer.Option(False, "--force", help="Overwrite existing results and trajectories."),
@@ -378,7 +380,7 @@ def rollout(
     )
     with RolloutProgress(enabled=not quiet and not as_json) as bar:
         try:
-            results = run_rollout(cfg, on_episode=bar.episode, on_start=bar.start)
+            results = run_rollout(cfg, on_episode=bar.episode, on_start=bar.start, live=bar.live)
         except RolloutInterrupted as e:
             bar.progress.stop()
             r = e.results
@@ -389,15 +391,24 @@ def rollout(
         except ScaleEnvError as e:
             bar.progress.stop()
             fail(e)
+    from scaleenv.run.rollout import all_failed, print_rollout_table
+
     if as_json:
         _emit({k: v for k, v in results.items() if k not in ("simulations", "tasks")})
     else:
-        from scaleenv.run.rollout import print_rollout_table
-
         print_rollout_table(results)
         t = results["timings"]
         typer.echo(f"results: {out}  trajectories: {results['trajectories']}  "
                    f"({t['new_episodes']} episodes in {t['wall_s']:.1f} s)")
+    if results["errors"]:
+        clean = results["avg_reward_without_errors"]
+        typer.echo(f"warning: {results['errors']} of {results['num_episodes']} episodes ended in error (an endpoint "
+                   f"or the environment failed), scored 0 above; avg reward without them: "
+                   f"{'-' if clean is None else f'{clean:.3f}'}. First error: {results['first_error']}. "
+                   "Re-run them with --resume --retry-errors.", err=True)
+    if all_failed(results):
+        typer.echo("error: every episode failed; check the endpoint (--base-url, --timeout, --concurrency)", err=True)
+        raise typer.Exit(1)
     n_env = results.get("environment_errors", 0)
     if n_env:  # not the agent's failures: left out of the metrics, and the run fails
         fail(f"{n_env} of {len(results['simulations'])} episodes failed in the environment, not the agent (left out "

@@ -109,7 +109,7 @@ class OpenAIAgent(Agent):
         self.system_prompt = prompt
 
     async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        from scaleenv.llm.openai_chat import ChatError
+        from scaleenv.llm.client import ChatError
 
         try:
             reply = await self.chat.complete(messages, self.ctx.tools,
@@ -133,25 +133,38 @@ def check_policy_spec(spec: str, builtins: tuple[str, ...], what: str) -> str:
 
 
 class ChatClients:
-    """One chat client per endpoint setting, per worker (clients are bound to the worker's event loop)."""
+    """One chat client per endpoint setting, per worker (clients are bound to the worker's event loop).
 
-    def __init__(self) -> None:
+    Clients of one endpoint (``base_url``) share their connections and at most ``concurrency``
+    requests are in flight to it at once; a request's timeout counts from when it is sent.
+    """
+
+    def __init__(self, concurrency: int = 8) -> None:
+        self.concurrency = max(1, concurrency)
         self._clients: dict[tuple[Any, ...], Any] = {}
+        self._endpoints: dict[Any, Any] = {}
 
     def get(self, settings: Any) -> Any:
-        from scaleenv.llm.openai_chat import OpenAIChat
+        from dataclasses import replace
 
+        from scaleenv.llm.client import OpenAIChat
+
+        settings = replace(settings, concurrency=self.concurrency)
         key = settings.key()
         if key not in self._clients:
-            self._clients[key] = OpenAIChat(settings)
+            first = self._endpoints.get(settings.base_url)
+            self._clients[key] = first.share(settings) if first is not None else OpenAIChat(settings)
+            self._endpoints.setdefault(settings.base_url, self._clients[key])
         client = self._clients[key]
         if client.settings != settings:  # same endpoint, different model/sampling: share the connection
-            shared = OpenAIChat(settings)
-            shared._client = client.client
-            return shared
+            return client.share(settings)
         return client
 
     async def aclose(self) -> None:
+        closed: set[int] = set()
         for c in self._clients.values():
-            await c.aclose()
+            if c._client is not None and id(c._client) not in closed:
+                closed.add(id(c._client))
+                await c.aclose()
         self._clients.clear()
+        self._endpoints.clear()

@@ -8,7 +8,7 @@
 
 An action is an OpenAI-format assistant message (tool calls and/or text); an observation is the new
 messages it caused (tool results, the user's reply). ``terminated`` means the user or the agent
-ended the episode (or it failed: ``info["termination"] == "error"``); ``truncated`` means the turn
+ended the episode (or the environment or an endpoint failed: ``info["termination"] == "error"``); ``truncated`` means the turn
 limit cut it. The reward is the task's, given when the episode ends (0.0 before).
 
 The simulated user speaks on one of two channels. ``text`` (rollouts): the agent's text goes to the
@@ -108,41 +108,48 @@ def message_text(content: Any) -> str:
 
 
 class MalformedToolCall(Exception):
-    pass
+    """A tool call the environment cannot run as written (no name, arguments that are not a JSON object)."""
 
 
-def parse_tool_calls(msg: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
-    """``(id, name, args)`` for each tool call of an assistant message, or MalformedToolCall."""
+INVALID_ARGUMENTS = "invalid_arguments"
+
+
+def parse_tool_call(i: int, tc: Any) -> tuple[str, str, dict[str, Any] | MalformedToolCall]:
+    """``(id, name, args)`` of the ``i``-th tool call of an assistant message; ``args`` is a
+    :class:`MalformedToolCall` when the call cannot run as written (the policy gets it back as a tool error)."""
+    fn = tc.get("function") if isinstance(tc, Mapping) else None
+    raw_id = tc.get("id") if isinstance(tc, Mapping) else None
+    call_id = raw_id if isinstance(raw_id, str) and raw_id else f"call_{i}"
+    name = fn.get("name") if isinstance(fn, Mapping) else None
+    if not isinstance(name, str) or not name:
+        return call_id, "", MalformedToolCall(f"tool call {i} has no function name")
+    raw = fn.get("arguments") if isinstance(fn, Mapping) else None
+    if raw is None or raw == "":
+        args: Any = {}
+    elif isinstance(raw, Mapping):
+        args = dict(raw)
+    elif isinstance(raw, str):
+        try:
+            args = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            return call_id, name, MalformedToolCall(f"{name[:64]}: arguments are not JSON ({e})")
+    else:
+        return call_id, name, MalformedToolCall(f"{name[:64]}: arguments are not a JSON string")
+    if not isinstance(args, dict):
+        return call_id, name, MalformedToolCall(f"{name[:64]}: arguments are not a JSON object")
+    return call_id, name, args
+
+
+def parse_tool_calls(msg: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any] | MalformedToolCall]]:
+    """``(id, name, args)`` for each tool call of an assistant message (see :func:`parse_tool_call`)."""
     calls = msg.get("tool_calls")
     if not isinstance(calls, list):
-        raise MalformedToolCall("tool_calls is not a list")
+        return [("call_0", "", MalformedToolCall("tool_calls is not a list"))]
     try:
         check_call_count(len(calls))
-    except ValueError as e:
-        raise MalformedToolCall(str(e)) from None
-    out = []
-    for i, tc in enumerate(calls):
-        fn = tc.get("function") if isinstance(tc, dict) else None
-        name = fn.get("name") if isinstance(fn, dict) else None
-        if not isinstance(name, str) or not name:
-            raise MalformedToolCall(f"tool call {i} has no function name")
-        raw = fn.get("arguments") if isinstance(fn, dict) else None
-        if raw is None or raw == "":
-            args: Any = {}
-        elif isinstance(raw, dict):
-            args = raw
-        elif isinstance(raw, str):
-            try:
-                args = json.loads(raw)
-            except (ValueError, RecursionError) as e:
-                raise MalformedToolCall(f"tool call {i} ({name[:64]}): arguments are not JSON ({e})") from None
-        else:
-            raise MalformedToolCall(f"tool call {i} ({name[:64]}): arguments are not a JSON string")
-        if not isinstance(args, dict):
-            raise MalformedToolCall(f"tool call {i} ({name[:64]}): arguments are not a JSON object")
-        call_id = tc.get("id") if isinstance(tc.get("id"), str) and tc.get("id") else f"call_{i}"
-        out.append((call_id, name, args))
-    return out
+    except ValueError as e:  # a flood of calls is refused whole, as one tool error
+        return [("call_0", "", MalformedToolCall(str(e)))]
+    return [parse_tool_call(i, tc) for i, tc in enumerate(calls)]
 
 
 def solo_request(task: Task) -> str:
@@ -300,14 +307,11 @@ class ToolEnv:
         said = text.replace(STOP, "").strip()
         observation: list[dict[str, Any]] = []
         if msg.get("tool_calls"):
-            try:
-                calls = parse_tool_calls(msg)
-            except MalformedToolCall as e:
-                return self._end(Termination.ERROR, f"malformed tool call: {e}", observation)
+            calls = parse_tool_calls(msg)
             if said:
                 self.say(said)
             for call_id, name, args in calls:
-                res = await self.acall(name, args)
+                res = self.reject(args) if isinstance(args, MalformedToolCall) else await self.acall(name, args)
                 observation.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
             if STOP in text:
                 self.termination = Termination.AGENT_STOP
@@ -383,6 +387,18 @@ class ToolEnv:
     def call(self, name: Any, args: Any = None) -> ToolResult:
         result: ToolResult = run_sync(self.acall(name, args))
         return result
+
+    def reject(self, problem: MalformedToolCall | str) -> ToolResult:
+        """The tool error for a call that cannot run as written (arguments that are not a JSON
+        object, no tool name): counted like any failed call, so the policy sees what it did wrong."""
+        why = str(problem)
+        stats = self.episode.stats
+        stats.calls += 1
+        stats.errors += 1
+        stats.by_code[INVALID_ARGUMENTS] += 1
+        self.tool_calls += 1
+        self.tool_errors += 1
+        return ToolResult(False, error_output(INVALID_ARGUMENTS, why), error=INVALID_ARGUMENTS, message=why)
 
     async def _user_tool(self, args: Any) -> ToolResult:
         message = args.get("message") if isinstance(args, Mapping) else None

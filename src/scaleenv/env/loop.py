@@ -6,10 +6,11 @@
                      message without tool calls is its final answer (``agent_stop``)
 
 Agent text containing the stop marker ends the episode (``agent_stop``) in either mode. More than
-``max_turns`` agent actions ends it with ``max_turns``. An endpoint error, a timeout or a malformed
-tool call ends it with ``error``; the error is recorded and the reward is still computed on the
-world as the agent left it. Agent mistakes inside well-formed calls (unknown tool, bad arguments,
-violated preconditions) are tool errors the agent sees, not episode errors.
+``max_turns`` agent actions ends it with ``max_turns``. An endpoint error or a timeout (of the agent
+or the user) ends it with ``error``; the error is recorded and the reward is still computed on the
+world as the agent left it. Every mistake of the policy, a malformed tool call (arguments that are
+not a JSON object, no tool name) included, is a tool error the agent sees and is counted in
+``tool_errors``, not an episode error.
 """
 
 from __future__ import annotations

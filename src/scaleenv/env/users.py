@@ -265,7 +265,7 @@ class OpenAIUser(User):
         ]
 
     async def _say(self) -> str:
-        from scaleenv.llm.openai_chat import ChatError
+        from scaleenv.llm.client import ChatError
 
         try:
             reply = await self.chat.complete(self.history)
@@ -307,7 +307,7 @@ def make_user(spec: str, options: UserOptions | None = None, clients: Any = None
     if spec == "scripted":
         return ScriptedUser(options.patience)
     from scaleenv.env.agents import ChatClients
-    from scaleenv.llm.openai_chat import ChatSettings
+    from scaleenv.llm.client import ChatSettings
 
     model = spec.partition(":")[2].strip()
     settings = ChatSettings(model=model, base_url=options.base_url, api_key_env=options.api_key_env,

@@ -10,8 +10,9 @@ STOP = "###STOP###"
 
 TERMINATIONS = ("user_done", "max_turns", "agent_stop", "error")
 """Why an episode ended: the user emitted the stop marker, the agent ran out of turns, the agent
-stopped (stop marker, or a final answer in solo mode), or an error (endpoint failure, timeout,
-malformed tool call) ended it early."""
+stopped (stop marker, or a final answer in solo mode), or an error of the environment or an
+endpoint (an endpoint failure, a timeout, a failed evaluation) ended it early; the policy's own
+mistakes, malformed tool calls included, are tool errors, not ``error``."""
 
 
 @dataclass

@@ -17,7 +17,8 @@ would union heterogeneous nested objects into one wide struct padded with nulls.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,6 @@ from scaleenv.integrations.session import (
     task_source,
 )
 
-FORMATS = ("verl", "trl", "skyrl", "verifiers", "jsonl", "tau2")
-PARQUET_FORMATS = ("verl", "trl", "skyrl", "verifiers")
 AGENT_NAME = "scaleenv_agent"
 ENV_CLASS = "scaleenv"
 
@@ -50,30 +49,80 @@ def _extra_info(source: TaskSource, task: Task, index: int, mode: str) -> dict[s
             "task_json": task.to_jsonl()}
 
 
+Prompt = list[dict[str, str]]
+
+
+def _verl_row(source: TaskSource, task: Task, index: int, mode: str, prompt: Prompt) -> dict[str, Any]:
+    return {"data_source": data_source(task.domain), "agent_name": AGENT_NAME, "ability": "tool_use",
+            "reward_model": {"style": "rule", "ground_truth": task.id}, "prompt": prompt,
+            "extra_info": _extra_info(source, task, index, mode)}
+
+
+def _skyrl_row(source: TaskSource, task: Task, index: int, mode: str, prompt: Prompt) -> dict[str, Any]:
+    return {"data_source": data_source(task.domain), "env_class": ENV_CLASS,
+            "reward_spec": {"method": "rule", "ground_truth": task.id}, "prompt": prompt,
+            "extra_info": _extra_info(source, task, index, mode)}
+
+
+def _trl_row(source: TaskSource, task: Task, index: int, mode: str, prompt: Prompt) -> dict[str, Any]:
+    from scaleenv.integrations.session import tool_set_name
+
+    refs = _refs(source, task, mode)
+    return {"env_id": refs["env_id"], "task_id": refs["task_id"], "environment": tool_set_name(task),
+            "universe": refs["universe"], "mode": mode, "prompt": prompt, "task_json": task.to_jsonl()}
+
+
+def _verifiers_row(source: TaskSource, task: Task, index: int, mode: str, prompt: Prompt) -> dict[str, Any]:
+    info = {**_refs(source, task, mode), "task_json": task.to_jsonl()}
+    return {"task": task.domain, "answer": task.id, "prompt": prompt,
+            "info": json.dumps(info, sort_keys=False, ensure_ascii=False)}
+
+
+def _jsonl_row(source: TaskSource, task: Task, index: int, mode: str, prompt: Prompt) -> dict[str, Any]:
+    spec = source.spec(task.domain)
+    tools = [t.openai_schema() for t in spec.tools if t.name in set(task.tools)] + [USER_TOOL_SCHEMA]
+    return {**_refs(source, task, mode), "prompt": prompt, "tools": tools, "task_json": task.to_jsonl()}
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One export format: how its files are written and, for row formats, how a task becomes a row."""
+
+    name: str
+    file: str
+    """``parquet``, ``jsonl`` or ``tau2`` (tau2-bench's JSON files, written by :mod:`scaleenv.integrations.tau2`)."""
+    row: Callable[[TaskSource, Task, int, str, Prompt], dict[str, Any]] | None = None
+
+
+FORMATS: dict[str, ExportFormat] = {f.name: f for f in (
+    ExportFormat("verl", "parquet", _verl_row),
+    ExportFormat("trl", "parquet", _trl_row),
+    ExportFormat("skyrl", "parquet", _skyrl_row),
+    ExportFormat("verifiers", "parquet", _verifiers_row),
+    ExportFormat("jsonl", "jsonl", _jsonl_row),
+    ExportFormat("tau2", "tau2"),
+)}
+"""The export formats by name; adding one is one entry here (and its row function)."""
+PARQUET_FORMATS = tuple(n for n, f in FORMATS.items() if f.file == "parquet")
+
+
 def task_row(fmt: str, source: TaskSource, task: Task, index: int, mode: str = "conversational") -> dict[str, Any]:
     """One dataset row of ``fmt`` (a parquet format or ``jsonl``) for ``task``."""
-    prompt = opening_messages(task, source.spec(task.domain), mode)
-    if fmt == "verl":
-        return {"data_source": data_source(task.domain), "agent_name": AGENT_NAME, "ability": "tool_use",
-                "reward_model": {"style": "rule", "ground_truth": task.id}, "prompt": prompt,
-                "extra_info": _extra_info(source, task, index, mode)}
-    if fmt == "skyrl":
-        return {"data_source": data_source(task.domain), "env_class": ENV_CLASS,
-                "reward_spec": {"method": "rule", "ground_truth": task.id}, "prompt": prompt,
-                "extra_info": _extra_info(source, task, index, mode)}
-    if fmt == "trl":
-        refs = _refs(source, task, mode)
-        return {"env_id": refs["env_id"], "task_id": refs["task_id"], "environment": task.domain,
-                "universe": refs["universe"], "mode": mode, "prompt": prompt, "task_json": task.to_jsonl()}
-    if fmt == "verifiers":
-        info = {**_refs(source, task, mode), "task_json": task.to_jsonl()}
-        return {"task": task.domain, "answer": task.id, "prompt": prompt,
-                "info": json.dumps(info, sort_keys=False, ensure_ascii=False)}
-    if fmt == "jsonl":
-        spec = source.spec(task.domain)
-        tools = [t.openai_schema() for t in spec.tools if t.name in set(task.tools)] + [USER_TOOL_SCHEMA]
-        return {**_refs(source, task, mode), "prompt": prompt, "tools": tools, "task_json": task.to_jsonl()}
-    raise IntegrationError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+    f = FORMATS.get(fmt)
+    if f is None or f.row is None:
+        raise IntegrationError(f"unknown format {fmt!r} for rows; use one of "
+                               f"{', '.join(n for n, x in FORMATS.items() if x.row)}")
+    return f.row(source, task, index, mode, opening_messages(task, source.spec(task.domain), mode))
+
+
+def verl_configs(out_dir: str | Path) -> dict[str, Path]:
+    """Write ``scaleenv_agent_loop.yaml`` (the loop registry entry for verl's ``agent_loop_config_path``)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    loop = out / "scaleenv_agent_loop.yaml"
+    loop.write_text(f"- name: {AGENT_NAME}\n  _target_: scaleenv.integrations.verl.ScaleEnvAgentLoop\n",
+                    encoding="utf-8")
+    return {"agent_loop": loop}
 
 
 def select_tasks(source: TaskSource, domains: Iterable[str] = ()) -> list[Task]:
@@ -117,7 +166,7 @@ def export_universe(universe: str | Path, fmt: str, out: str | Path, *, mode: st
     out = Path(out)
     source = task_source(universe)
     tasks = select_tasks(source, domains)
-    if fmt == "tau2":
+    if FORMATS[fmt].file == "tau2":
         from scaleenv.integrations.tau2 import write_tau2
 
         files = write_tau2(source, tasks, out)
@@ -125,7 +174,7 @@ def export_universe(universe: str | Path, fmt: str, out: str | Path, *, mode: st
     if out.is_dir():
         raise IntegrationError(f"--out {out} is a directory; pass a file path such as {out / (fmt + '.parquet')}")
     rows = [task_row(fmt, source, t, i, mode) for i, t in enumerate(tasks)]
-    if fmt in PARQUET_FORMATS:
+    if FORMATS[fmt].file == "parquet":
         write_parquet(rows, out)
     else:
         write_jsonl(rows, out)
@@ -142,4 +191,4 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
     return pq.read_table(path).to_pylist()
 
 
-__all__ = ["FORMATS", "export_universe", "read_rows", "task_row", "task_source"]
+__all__ = ["FORMATS", "ExportFormat", "export_universe", "read_rows", "task_row", "task_source", "verl_configs"]

@@ -11,7 +11,8 @@ reset keyword arguments through. Serve many sessions with :func:`create_openenv_
 only over the ``/ws`` session (bare HTTP ``/reset`` then ``/step`` reach two fresh instances).
 
 openenv needs ``mcp<2`` (through fastmcp 3), so it cannot share an environment with ``[mcp]`` or
-``[verifiers]``. Classes are built on first access.
+``[verifiers]``. This module imports openenv; nothing in scaleenv imports it until you ask for the
+OpenEnv adapter.
 """
 
 from __future__ import annotations
@@ -19,145 +20,123 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scaleenv.integrations.session import (
+from scaleenv.integrations.session import IntegrationError
+
+try:
+    from openenv.core.env_server.http_server import create_app
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.mcp_types import (
+        CallToolAction,
+        CallToolObservation,
+        ListToolsAction,
+        ListToolsObservation,
+        Tool,
+        ToolError,
+        ToolErrorType,
+    )
+    from openenv.core.env_server.types import State
+except ImportError:
+    raise IntegrationError("the OpenEnv adapter needs openenv: pip install 'scaleenv[openenv]'") from None
+
+from scaleenv.integrations.session import (  # noqa: E402 - after the framework check
     EVALUATE_TOOL,
     USER_TOOL_SCHEMA,
-    IntegrationError,
     Session,
     session_from_row,
 )
 
-
-def _build() -> dict[str, Any]:
-    try:
-        from openenv.core.env_server.interfaces import Environment
-        from openenv.core.env_server.mcp_types import (
-            CallToolAction,
-            CallToolObservation,
-            ListToolsAction,
-            ListToolsObservation,
-            Tool,
-            ToolError,
-            ToolErrorType,
-        )
-        from openenv.core.env_server.types import State
-    except ImportError:
-        raise IntegrationError("the OpenEnv environment needs openenv: pip install 'scaleenv[openenv]'") from None
-
-    class ScaleEnvOpenEnvState(State):
-        env_id: str | None = None
-        task_id: str | None = None
-        state_hash: str | None = None
-        done: bool = False
-
-    class ScaleEnvOpenEnv(Environment):
-        """One scaleenv episode per instance (one per OpenEnv session)."""
-
-        SUPPORTS_CONCURRENT_SESSIONS = True
-
-        def __init__(self, universe: str | Path | None = None, *, user: str | None = "scripted",
-                     mode: str | None = None):
-            super().__init__()
-            self.universe = str(universe) if universe is not None else None
-            self.user = user
-            self.mode = mode
-            self._session: Session | None = None
-            self._state = ScaleEnvOpenEnvState()
-
-        def _tools(self) -> list[Any]:
-            s = self.session
-            tools = [Tool(name=t["function"]["name"], description=t["function"]["description"],
-                          input_schema=t["function"]["parameters"]) for t in s.tool_schemas(user_tool=False)]
-            u = USER_TOOL_SCHEMA["function"]
-            tools.append(Tool(name=u["name"], description=u["description"], input_schema=u["parameters"]))
-            tools.append(Tool(name=EVALUATE_TOOL, description="Finish: score the world now (ends the episode).",
-                              input_schema={"type": "object", "properties": {}}))
-            return tools
-
-        @property
-        def session(self) -> Session:
-            if self._session is None:
-                raise IntegrationError("reset(task_id=...) first")
-            return self._session
-
-        def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Any:
-            row = {k: v for k, v in kwargs.items() if k in ("task_id", "task_json", "universe", "mode",
-                                                             "extra_info", "info", "env_id")}
-            if self._session is not None:
-                self._session.close()
-            self._session = session_from_row(row, universe=self.universe, user=self.user,
-                                             mode=self.mode, seed=int(seed or 0))
-            s = self._session
-            self._state = ScaleEnvOpenEnvState(episode_id=episode_id or f"{s.task.id}#{seed or 0}", step_count=0,
-                                               env_id=s.task.domain, task_id=s.task.id, state_hash=s.episode.state_hash())
-            return ListToolsObservation(tools=self._tools(), done=False, reward=None,
-                                        metadata={"messages": s.opening_messages(), "task_id": s.task.id})
-
-        def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
-            s = self.session
-            self._state.step_count += 1
-            if isinstance(action, ListToolsAction):
-                return ListToolsObservation(tools=self._tools(), done=self._state.done, reward=None)
-            if not isinstance(action, CallToolAction):
-                raise IntegrationError(f"unsupported action {type(action).__name__}; use ListToolsAction or "
-                                       "CallToolAction")
-            name, args = action.tool_name, dict(action.arguments or {})
-            if name == EVALUATE_TOOL:
-                self._state.done = True
-                return self._observe(name, s.reward_json())
-            if name not in s.tool_names:
-                err = ToolError(error_type=ToolErrorType.TOOL_NOT_FOUND, message=f"no tool named {name[:64]!r}")
-                return CallToolObservation(tool_name=name, result=None, error=err, done=self._state.done,
-                                           reward=None)
-            res = s.call(name, args)
-            self._state.state_hash = s.episode.state_hash()
-            if s.done:
-                self._state.done = True
-            return self._observe(name, res.output, ok=res.ok)
-
-        def _observe(self, name: str, result: Any, ok: bool = True) -> Any:
-            done = self._state.done
-            reward = float(self.session.evaluate().score) if done else None
-            return CallToolObservation(tool_name=name, result=result, error=None, done=done, reward=reward,
-                                       metadata={"ok": ok})
-
-        @property
-        def state(self) -> Any:
-            return self._state
-
-        def close(self) -> None:
-            if self._session is not None:
-                self._session.close()
-                self._session = None
-
-    for cls in (ScaleEnvOpenEnvState, ScaleEnvOpenEnv):
-        cls.__module__ = __name__
-    return {"ScaleEnvOpenEnv": ScaleEnvOpenEnv, "ScaleEnvOpenEnvState": ScaleEnvOpenEnvState,
-            "CallToolAction": CallToolAction, "CallToolObservation": CallToolObservation}
+__all__ = ["ScaleEnvOpenEnv", "ScaleEnvOpenEnvState", "create_openenv_app"]
 
 
-_BUILT: dict[str, Any] | None = None
+class ScaleEnvOpenEnvState(State):
+    env_id: str | None = None
+    task_id: str | None = None
+    state_hash: str | None = None
+    done: bool = False
 
 
-def _built() -> dict[str, Any]:
-    global _BUILT
-    if _BUILT is None:
-        _BUILT = _build()
-    return _BUILT
+class ScaleEnvOpenEnv(Environment):
+    """One scaleenv episode per instance (one per OpenEnv session)."""
 
+    SUPPORTS_CONCURRENT_SESSIONS = True
 
-def __getattr__(name: str) -> Any:
-    """``ScaleEnvOpenEnv`` and ``ScaleEnvOpenEnvState`` are built on first access."""
-    if name in ("ScaleEnvOpenEnv", "ScaleEnvOpenEnvState"):
-        return _built()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __init__(self, universe: str | Path | None = None, *, user: str | None = "scripted",
+                 mode: str | None = None):
+        super().__init__()
+        self.universe = str(universe) if universe is not None else None
+        self.user = user
+        self.mode = mode
+        self._session: Session | None = None
+        self._state = ScaleEnvOpenEnvState()
+
+    def _tools(self) -> list[Any]:
+        s = self.session
+        tools = [Tool(name=t["function"]["name"], description=t["function"]["description"],
+                      input_schema=t["function"]["parameters"]) for t in s.tool_schemas(user_tool=False)]
+        u = USER_TOOL_SCHEMA["function"]
+        tools.append(Tool(name=u["name"], description=u["description"], input_schema=u["parameters"]))
+        tools.append(Tool(name=EVALUATE_TOOL, description="Finish: score the world now (ends the episode).",
+                          input_schema={"type": "object", "properties": {}}))
+        return tools
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            raise IntegrationError("reset(task_id=...) first")
+        return self._session
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Any:
+        row = {k: v for k, v in kwargs.items() if k in ("task_id", "task_json", "universe", "mode",
+                                                         "extra_info", "info", "env_id")}
+        if self._session is not None:
+            self._session.close()
+        self._session = session_from_row(row, universe=self.universe, user=self.user,
+                                         mode=self.mode, seed=int(seed or 0))
+        s = self._session
+        self._state = ScaleEnvOpenEnvState(episode_id=episode_id or f"{s.task.id}#{seed or 0}", step_count=0,
+                                           env_id=s.task.domain, task_id=s.task.id, state_hash=s.episode.state_hash())
+        return ListToolsObservation(tools=self._tools(), done=False, reward=None,
+                                    metadata={"messages": s.opening_messages(), "task_id": s.task.id})
+
+    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+        s = self.session
+        self._state.step_count += 1
+        if isinstance(action, ListToolsAction):
+            return ListToolsObservation(tools=self._tools(), done=self._state.done, reward=None)
+        if not isinstance(action, CallToolAction):
+            raise IntegrationError(f"unsupported action {type(action).__name__}; use ListToolsAction or "
+                                   "CallToolAction")
+        name, args = action.tool_name, dict(action.arguments or {})
+        if name == EVALUATE_TOOL:
+            self._state.done = True
+            return self._observe(name, s.reward_json())
+        if name not in s.tool_names:
+            err = ToolError(error_type=ToolErrorType.TOOL_NOT_FOUND, message=f"no tool named {name[:64]!r}")
+            return CallToolObservation(tool_name=name, result=None, error=err, done=self._state.done,
+                                       reward=None)
+        res = s.call(name, args)
+        self._state.state_hash = s.episode.state_hash()
+        if s.done:
+            self._state.done = True
+        return self._observe(name, res.output, ok=res.ok)
+
+    def _observe(self, name: str, result: Any, ok: bool = True) -> Any:
+        done = self._state.done
+        reward = float(self.session.evaluate().score) if done else None
+        return CallToolObservation(tool_name=name, result=result, error=None, done=done, reward=reward,
+                                   metadata={"ok": ok})
+
+    @property
+    def state(self) -> Any:
+        return self._state
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
 
 def create_openenv_app(universe: str | Path | None = None, *, max_concurrent_envs: int = 64) -> Any:
     """An OpenEnv FastAPI app serving scaleenv episodes (one per ``/ws`` session)."""
-    from openenv.core.env_server.http_server import create_app
-
-    b = _built()
-    env_cls = b["ScaleEnvOpenEnv"]
-    return create_app(lambda: env_cls(universe), b["CallToolAction"], b["CallToolObservation"], env_name="scaleenv",
-                      max_concurrent_envs=max_concurrent_envs, state_cls=b["ScaleEnvOpenEnvState"])
+    return create_app(lambda: ScaleEnvOpenEnv(universe), CallToolAction, CallToolObservation, env_name="scaleenv",
+                      max_concurrent_envs=max_concurrent_envs, state_cls=ScaleEnvOpenEnvState)

@@ -37,7 +37,7 @@ from scaleenv.tools.runtime import dumps
 __all__ = ["ENV_UNIVERSE", "EVALUATE_TOOL", "MODES", "RESERVED_NAMES", "SOLO_TOOL_SUFFIX", "TOOL_ONLY_SUFFIX",
            "USER_TOOL", "USER_TOOL_SCHEMA", "IntegrationError", "Session", "TaskSource", "answer_text", "gold_calls",
            "opening_messages", "opening_request", "parse_task", "reward_json", "row_fields", "run_sync",
-           "session_from_row", "system_prompt", "task_from_row", "task_source"]
+           "session_from_row", "system_prompt", "task_from_row", "task_source", "tool_set_name"]
 
 EVALUATE_TOOL = "evaluate"
 """The MCP server's final tool: the reward of the world as it is now."""
@@ -199,3 +199,11 @@ def answer_text(task: Task) -> str:
     from scaleenv.env.policies import answer_text as facts_text
 
     return facts_text(task) or "Your request has been completed."
+
+
+def tool_set_name(task: Task) -> str:
+    """The ``environment`` a task's rows are routed to (TRL): its domain and a digest of its tool set."""
+    import hashlib
+
+    digest = hashlib.sha256("\n".join(sorted(task.tools)).encode()).hexdigest()[:10]
+    return f"{task.domain}.{digest}"

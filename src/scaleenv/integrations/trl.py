@@ -1,24 +1,27 @@
 """TRL (``[trl]``, trl >= 1.10): ``environment_factory`` classes for ``GRPOTrainer``.
 
-One class per domain, built from the domain spec: one typed, documented **class** method per tool
-(TRL reads tools with ``inspect.getmembers(type(env))`` and derives each schema from the type hints
-and the Google-style docstring, so ``enum`` parameters become ``Literal[...]``, arrays ``list[T]``,
-optional parameters ``T | None = None``), plus ``send_message_to_user`` (the simulated user; what
-the agent sends there is what answer facts are checked against), ``reset(**row)`` and
-``get_reward()``::
+One class per tool set: each task offers its own tools (the task's exercisable set, the same tools a
+rollout or the MCP server offers), plus ``send_message_to_user`` (the simulated user; what the agent
+sends there is what answer facts are checked against), ``reset(**row)`` and ``get_reward()``::
 
     spec = ScaleEnvTRLSpec("universe/")
-    trainer = GRPOTrainer(model, args=GRPOConfig(max_tool_calling_iterations=16, ...),
+    trainer = GRPOTrainer(model, args=GRPOConfig(max_tool_calling_iterations=8, ...),
                           train_dataset=spec.train_dataset, environment_factory=spec.environment_factory)
 
-With several domains ``environment_factory`` is a ``{domain: class}`` dict and rows are routed by
-their ``environment`` column. Every tool of the domain is offered (a class's tool set is fixed);
-the reward is the task's, computed on the episode's world. Nothing here imports TRL: the classes are
-plain Python, and ``train_dataset`` needs ``datasets``.
+TRL reads tools with ``inspect.getmembers(type(env))`` and derives each schema from the method's
+signature and Google-style docstring. Each tool method *advertises* a typed signature (its
+``__signature__`` and annotations: ``enum`` parameters as ``Literal[...]``, arrays as ``list[T]``,
+optional parameters with a ``None`` default) but *accepts* ``**arguments``: whatever the model sends
+reaches scaleenv, which validates it and answers a bad call with the same error text a rollout or
+the MCP server gives. Tasks with different tool sets (several domains included) get a class each,
+and rows are routed to theirs by the ``environment`` column. The reward is the task's, computed on
+the episode's world. Nothing here imports TRL: the classes are plain Python, and ``train_dataset``
+needs ``datasets``.
 """
 
 from __future__ import annotations
 
+import inspect
 import keyword
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,6 +36,7 @@ from scaleenv.integrations.session import (
     TaskSource,
     session_from_row,
     task_source,
+    tool_set_name,
 )
 
 _BASE_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
@@ -71,25 +75,36 @@ def tool_docstring(tool: ToolSpec, names: dict[str, str]) -> str:
 
 
 def make_tool_method(tool: ToolSpec) -> Any:
-    """A method ``name(self, <typed params>) -> str`` that runs the tool in the env's episode."""
+    """A method ``name(self, **arguments) -> str`` that runs the tool in the env's episode; its
+    ``__signature__``, annotations and docstring describe the tool's parameters to TRL."""
     if tool.name in RESERVED_NAMES or tool.name.startswith("_") or not tool.name.isidentifier():
         raise IntegrationError(f"tool {tool.name!r} cannot be a TRL environment method (reserved or not an identifier)")
     names = {p.name: (p.name + "_" if keyword.iskeyword(p.name) or p.name == "self" else p.name)
              for p in tool.parameters}
+    back = {v: k for k, v in names.items()}
     ordered = [p for p in tool.parameters if p.required] + [p for p in tool.parameters if not p.required]
-    ns: dict[str, Any] = {}
-    sig, mapping = [], []
-    for i, p in enumerate(ordered):
-        ns[f"_T{i}"] = param_type(p) if p.required else param_type(p) | None
-        sig.append(f"{names[p.name]}: _T{i}" + ("" if p.required else " = None"))
-        mapping.append(f"({p.name!r}, {names[p.name]})")
-    src = (f"def {tool.name}(self, {', '.join(sig)}) -> str:\n"
-           f"    return self._call({tool.name!r}, [{', '.join(mapping)}])\n")
-    exec(compile(src, f"<scaleenv tool {tool.name}>", "exec"), ns)
-    fn = ns[tool.name]
-    fn.__doc__ = tool_docstring(tool, names)
-    fn.__module__ = __name__
-    return fn
+    name = tool.name
+
+    order = [p.name for p in ordered]
+
+    def method(self: ScaleEnvTRLEnv, *positional: Any, **arguments: Any) -> str:
+        args = dict(zip(order, positional, strict=False))  # positional use from Python, in signature order
+        args.update({back.get(k, k): v for k, v in arguments.items()})
+        return self._call(name, args)
+
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    for p in ordered:
+        annotations[names[p.name]] = param_type(p)
+        params.append(inspect.Parameter(names[p.name], inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=param_type(p),
+                                        default=inspect.Parameter.empty if p.required else None))
+    annotations["return"] = str
+    method.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = annotations
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = tool_docstring(tool, names)
+    method.__module__ = __name__
+    return method
 
 
 class ScaleEnvTRLEnv:
@@ -100,6 +115,10 @@ class ScaleEnvTRLEnv:
     user: str | None = "scripted"
     mode: str | None = None
     max_user_turns: int = 10
+    tool_set: frozenset[str] = frozenset()
+    """The domain tools this class offers."""
+    environment: str = ""
+    """The tool set (:func:`tool_set_name`) of the tasks this class serves; empty: any task of the domain."""
 
     def __init__(self) -> None:
         self._session: Session | None = None
@@ -113,10 +132,11 @@ class ScaleEnvTRLEnv:
         if self._session is not None:
             self._session.close()
         self._session = session_from_row(row, universe=self.universe, user=self.user, mode=self.mode,
-                                         max_user_turns=self.max_user_turns, all_tools=True)
-        if self.domain and self._session.task.domain != self.domain:
-            raise IntegrationError(f"row of task {self._session.task.id} reached the {self.domain} environment; "
-                                   "route rows with the 'environment' column")
+                                         max_user_turns=self.max_user_turns)
+        task = self._session.task
+        if (self.domain and task.domain != self.domain) or (self.environment and tool_set_name(task) != self.environment):
+            raise IntegrationError(f"row of task {task.id} reached the {type(self).__name__} environment, which lacks "
+                                   "its tools; route rows with the 'environment' column")
         return None
 
     @property
@@ -125,11 +145,10 @@ class ScaleEnvTRLEnv:
             raise IntegrationError("the environment has not been reset; TRL calls reset(**row) before the tools")
         return self._session
 
-    def _call(self, name: str, pairs: Iterable[tuple[str, Any]]) -> str:
-        args = {k: v for k, v in pairs if v is not None}
+    def _call(self, name: str, args: dict[str, Any]) -> str:
         return self.session.call(name, args).output
 
-    def send_message_to_user(self, message: str) -> str:
+    def send_message_to_user(self, *positional: Any, **arguments: Any) -> str:
         """Send a message to the user (a question, or the outcome of their request with every value they asked for).
 
         Args:
@@ -138,7 +157,15 @@ class ScaleEnvTRLEnv:
         Returns:
             The user's reply.
         """
-        return self.session.call(USER_TOOL, {"message": message}).output
+        args = dict(zip(["message"], positional, strict=False))
+        args.update(arguments)
+        return self.session.call(USER_TOOL, args).output
+
+    send_message_to_user.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+         inspect.Parameter("message", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
+        return_annotation=str)
+    send_message_to_user.__annotations__ = {"message": str, "return": str}
 
     def get_reward(self) -> float:
         """The task's reward for the world as the rollout left it (0 before any reset)."""
@@ -153,21 +180,23 @@ class ScaleEnvTRLEnv:
 
 
 def make_env_class(source: TaskSource, domain: str, *, user: str | None = "scripted", mode: str | None = None,
-                   tools: Iterable[str] | None = None) -> type[ScaleEnvTRLEnv]:
-    """The ``environment_factory`` class of one domain (tools as typed class methods; ``tools``
-    keeps only those, e.g. to shorten prompts)."""
+                   tools: Iterable[str] | None = None, name: str | None = None,
+                   environment: str = "") -> type[ScaleEnvTRLEnv]:
+    """An ``environment_factory`` class of one domain whose tool methods are ``tools`` (default:
+    every tool of the domain), typed and documented from the spec."""
     spec = source.spec(domain)
-    keep = set(tools) if tools is not None else None
-    if keep is not None and (unknown := sorted(keep - {t.name for t in spec.tools})):
+    keep = set(tools) if tools is not None else {t.name for t in spec.tools}
+    if unknown := sorted(keep - {t.name for t in spec.tools}):
         raise IntegrationError(f"domain {domain} has no tool {unknown[0]!r}")
     attrs: dict[str, Any] = {"universe": str(source.root), "domain": domain, "user": user, "mode": mode,
+                             "tool_set": frozenset(keep), "environment": environment,
                              "__doc__": f"scaleenv {domain} environment: {spec.description}",
                              "__module__": __name__}
     for tool in spec.tools:
-        if keep is None or tool.name in keep:
+        if tool.name in keep:
             attrs[tool.name] = make_tool_method(tool)
-    name = "ScaleEnv_" + "".join(w.title() for w in domain.split("_"))
-    return type(name, (ScaleEnvTRLEnv,), attrs)
+    cls_name = name or "ScaleEnv_" + "".join(w.title() for w in domain.split("_"))
+    return type(cls_name, (ScaleEnvTRLEnv,), attrs)
 
 
 def tool_names(cls: type) -> list[str]:
@@ -195,7 +224,19 @@ class ScaleEnvTRLSpec:
                 raise IntegrationError(f"no task {missing[0]!r} in {self.source.root}")
             self.tasks = [by_id[t] for t in wanted]
         self.domains = list(dict.fromkeys(t.domain for t in self.tasks))
-        self.classes = {d: make_env_class(self.source, d, user=user, mode=mode, tools=tools) for d in self.domains}
+        only = set(tools) if tools is not None else None
+        if only is not None and (unknown := sorted(only - {t.name for d in self.domains
+                                                           for t in self.source.spec(d).tools})):
+            raise IntegrationError(f"no domain of these tasks has a tool {unknown[0]!r}")
+        self.classes: dict[str, type[ScaleEnvTRLEnv]] = {}
+        for t in self.tasks:  # one class per tool set: the task's own tools (narrowed by ``tools``)
+            env = tool_set_name(t)
+            if env not in self.classes:
+                keep = [n for n in t.tools if only is None or n in only]
+                title = "".join(w.title() for w in t.domain.split("_"))
+                self.classes[env] = make_env_class(self.source, t.domain, user=user, mode=mode, tools=keep,
+                                                   name=f"ScaleEnv_{title}_{env.rpartition('.')[2]}",
+                                                   environment=env)
 
     def rows(self) -> list[dict[str, Any]]:
         from scaleenv.integrations.export import task_row

@@ -9,13 +9,26 @@
 
 verifiers launches the toolset as ``python -m scaleenv.integrations.verifiers``. Its module
 ``__all__`` names the one taskset, so ``vf-eval scaleenv.integrations.verifiers`` finds it. verifiers
-0.4 pins ``mcp==2.0.0`` and ``openai<3``: install it in its own environment. Classes are built on
-first access.
+0.4 pins ``mcp==2.0.0`` and ``openai<3``: install it in its own environment. This module imports
+verifiers; nothing in scaleenv imports it until you ask for the verifiers adapter.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from pydantic import Field
+
+from scaleenv.integrations.session import IntegrationError
+
+try:
+    import verifiers.v1 as vf
+except ImportError:
+    raise IntegrationError("the verifiers adapter needs verifiers 0.4: pip install 'scaleenv[verifiers]'") from None
+try:
+    from mcp_types import CallToolResult, TextContent, Tool
+except ImportError:  # mcp 2.0
+    from mcp.types import CallToolResult, TextContent, Tool
 
 from scaleenv.integrations.session import (
     USER_TOOL_SCHEMA,
@@ -27,139 +40,109 @@ from scaleenv.integrations.session import (
     task_source,
 )
 
-__all__ = ["ScaleEnvTaskset"]  # noqa: F822 - built on first access (module __getattr__)
+__all__ = ["ScaleEnvTaskset"]
 MODULE = "scaleenv.integrations.verifiers"
 
 
-def _build() -> dict[str, Any]:
-    try:
-        import verifiers.v1 as vf
-    except ImportError:
-        raise IntegrationError("the verifiers taskset needs verifiers 0.4: pip install 'scaleenv[verifiers]'") from None
-    try:
-        from mcp_types import CallToolResult, TextContent, Tool
-    except ImportError:  # mcp 2.0
-        from mcp.types import CallToolResult, TextContent, Tool
-    from pydantic import Field
-
-    class ScaleEnvData(vf.TaskData):
-        env_id: str
-        universe: str
-        task_json: str
-        mode: str = "conversational"
-
-    class ScaleEnvState(vf.State):
-        state_hash: str = ""
-        score: float = 0.0
-        success: bool = False
-        components: dict[str, float] = Field(default_factory=dict)
-        tool_calls: int = 0
-        tool_errors: int = 0
-
-    class ScaleEnvToolset(vf.Toolset[vf.ToolsetConfig, ScaleEnvState]):
-        TOOL_PREFIX = None
-
-        session: Session | None = None
-
-        async def setup_task(self, task: Any) -> None:
-            data = task.data
-            self.session = Session(task_source(data.universe), parse_task(data.task_json), mode=data.mode)
-
-        def register(self, mcp: Any) -> None:
-            server: Any = mcp
-            server.list_tools = self._with_state(self.list_tools)
-            server.call_tool = self._with_state(self.call_tool)
-
-        def _session(self) -> Session:
-            if self.session is None:
-                raise IntegrationError("the scaleenv toolset has no task yet (setup_task was not called)")
-            return self.session
-
-        async def list_tools(self) -> list[Any]:
-            schemas = [*self._session().tool_schemas(user_tool=False), USER_TOOL_SCHEMA]
-            return [Tool(name=s["function"]["name"], description=s["function"]["description"],
-                         input_schema=s["function"]["parameters"]) for s in schemas]
-
-        async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
-            s = self._session()
-            res = s.call(name, arguments or {})
-            reward = s.evaluate()
-            st = self.state
-            st.tool_calls += 1
-            st.tool_errors += not res.ok
-            st.score, st.success = float(reward.score), bool(reward.success)
-            st.components = {k: float(v) for k, v in reward.components.items()}
-            st.state_hash = s.episode.state_hash()
-            return CallToolResult(content=[TextContent(type="text", text=res.output)], is_error=not res.ok)
-
-    class ScaleEnvTask(vf.Task[ScaleEnvData, ScaleEnvState, vf.TaskConfig]):
-        @classmethod
-        def toolsets(cls, config: Any) -> list[Any]:
-            return []
-
-        @vf.reward(weight=1.0)
-        async def scaleenv(self, trace: Any) -> float:
-            state = trace.state
-            record = getattr(trace, "record_metric", None)
-            if record is not None:
-                for k, v in (state.components or {}).items():
-                    record(f"scaleenv_{k}", float(v))
-            return float(state.score)
-
-    class ScaleEnvTasksetConfig(vf.TasksetConfig):
-        universe: str | None = None
-        """The universe directory (else ``$SCALEENV_UNIVERSE``)."""
-        domains: list[str] = Field(default_factory=list)
-        mode: str = "conversational"
-        tools: vf.ToolsetConfig = vf.ToolsetConfig()
-        task: vf.TaskConfig = vf.TaskConfig()
-
-    class ScaleEnvTaskset(vf.Taskset[ScaleEnvTask, ScaleEnvTasksetConfig]):
-        @classmethod
-        def toolsets(cls, config: Any) -> list[Any]:
-            return [ScaleEnvToolset(config.tools)]
-
-        def load(self) -> Any:
-            from scaleenv.integrations.export import select_tasks
-
-            source = task_source(self.config.universe)
-            for t in select_tasks(source, self.config.domains):
-                yield ScaleEnvTask(ScaleEnvData(
-                    id=t.id, name=t.id, description=t.domain.replace("_", " "),
-                    prompt=opening_request(t, self.config.mode),
-                    system_prompt=system_prompt(t, source.spec(t.domain), self.config.mode),
-                    env_id=t.domain, universe=str(source.root), task_json=t.to_jsonl(), mode=self.config.mode),
-                    self.config.task)
-
-    built = {"ScaleEnvData": ScaleEnvData, "ScaleEnvState": ScaleEnvState, "ScaleEnvToolset": ScaleEnvToolset,
-             "ScaleEnvTask": ScaleEnvTask, "ScaleEnvTasksetConfig": ScaleEnvTasksetConfig,
-             "ScaleEnvTaskset": ScaleEnvTaskset}
-    for name, cls in built.items():
-        cls.__module__ = MODULE
-        cls.__qualname__ = name
-    return built
+class ScaleEnvData(vf.TaskData):
+    env_id: str
+    universe: str
+    task_json: str
+    mode: str = "conversational"
 
 
-_BUILT: dict[str, Any] | None = None
+class ScaleEnvState(vf.State):
+    state_hash: str = ""
+    score: float = 0.0
+    success: bool = False
+    components: dict[str, float] = Field(default_factory=dict)
+    tool_calls: int = 0
+    tool_errors: int = 0
 
 
-def _built() -> dict[str, Any]:
-    global _BUILT
-    if _BUILT is None:
-        _BUILT = _build()
-    return _BUILT
+class ScaleEnvToolset(vf.Toolset[vf.ToolsetConfig, ScaleEnvState]):
+    TOOL_PREFIX = None
+
+    session: Session | None = None
+
+    async def setup_task(self, task: Any) -> None:
+        data = task.data
+        self.session = Session(task_source(data.universe), parse_task(data.task_json), mode=data.mode)
+
+    def register(self, mcp: Any) -> None:
+        server: Any = mcp
+        server.list_tools = self._with_state(self.list_tools)
+        server.call_tool = self._with_state(self.call_tool)
+
+    def _session(self) -> Session:
+        if self.session is None:
+            raise IntegrationError("the scaleenv toolset has no task yet (setup_task was not called)")
+        return self.session
+
+    async def list_tools(self) -> list[Any]:
+        schemas = [*self._session().tool_schemas(user_tool=False), USER_TOOL_SCHEMA]
+        return [Tool(name=s["function"]["name"], description=s["function"]["description"],
+                     input_schema=s["function"]["parameters"]) for s in schemas]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+        s = self._session()
+        res = s.call(name, arguments or {})
+        reward = s.evaluate()
+        st = self.state
+        st.tool_calls += 1
+        st.tool_errors += not res.ok
+        st.score, st.success = float(reward.score), bool(reward.success)
+        st.components = {k: float(v) for k, v in reward.components.items()}
+        st.state_hash = s.episode.state_hash()
+        return CallToolResult(content=[TextContent(type="text", text=res.output)], is_error=not res.ok)
 
 
-def __getattr__(name: str) -> Any:
-    """The verifiers classes are built on first access (they subclass ``verifiers.v1`` types)."""
-    if name in ("ScaleEnvData", "ScaleEnvState", "ScaleEnvToolset", "ScaleEnvTask", "ScaleEnvTasksetConfig",
-                "ScaleEnvTaskset"):
-        return _built()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+class ScaleEnvTask(vf.Task[ScaleEnvData, ScaleEnvState, vf.TaskConfig]):
+    @classmethod
+    def toolsets(cls, config: Any) -> list[Any]:
+        return []
+
+    @vf.reward(weight=1.0)
+    async def scaleenv(self, trace: Any) -> float:
+        state = trace.state
+        record = getattr(trace, "record_metric", None)
+        if record is not None:
+            for k, v in (state.components or {}).items():
+                record(f"scaleenv_{k}", float(v))
+        return float(state.score)
+
+
+class ScaleEnvTasksetConfig(vf.TasksetConfig):
+    universe: str | None = None
+    """The universe directory (else ``$SCALEENV_UNIVERSE``)."""
+    domains: list[str] = Field(default_factory=list)
+    mode: str = "conversational"
+    tools: vf.ToolsetConfig = vf.ToolsetConfig()
+    task: vf.TaskConfig = vf.TaskConfig()
+
+
+class ScaleEnvTaskset(vf.Taskset[ScaleEnvTask, ScaleEnvTasksetConfig]):
+    @classmethod
+    def toolsets(cls, config: Any) -> list[Any]:
+        return [ScaleEnvToolset(config.tools)]
+
+    def load(self) -> Any:
+        from scaleenv.integrations.export import select_tasks
+
+        source = task_source(self.config.universe)
+        for t in select_tasks(source, self.config.domains):
+            yield ScaleEnvTask(ScaleEnvData(
+                id=t.id, name=t.id, description=t.domain.replace("_", " "),
+                prompt=opening_request(t, self.config.mode),
+                system_prompt=system_prompt(t, source.spec(t.domain), self.config.mode),
+                env_id=t.domain, universe=str(source.root), task_json=t.to_jsonl(), mode=self.config.mode),
+                self.config.task)
 
 
 if __name__ == "__main__":  # verifiers launches the per-rollout tool server as `python -m` this module
     import sys
 
     sys.modules.setdefault(MODULE, sys.modules[__name__])
-    _built()["ScaleEnvToolset"].run()
+    for _cls in (ScaleEnvData, ScaleEnvState, ScaleEnvToolset, ScaleEnvTask, ScaleEnvTasksetConfig, ScaleEnvTaskset):
+        _cls.__module__ = MODULE  # the classes pickle and resolve by their importable name
+    ScaleEnvToolset.run()

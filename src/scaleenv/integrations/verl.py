@@ -7,237 +7,147 @@ Rows come from ``scaleenv export --format verl`` (``agent_name: scaleenv_agent``
     actor_rollout_ref.rollout.multi_turn.format=hermes
     reward.custom_reward_function.path=<scaleenv>/integrations/verl.py   (name: compute_score)
 
-(:func:`verl_configs` writes the YAML). ``ScaleEnvAgentLoop`` builds the class on first use (verl is
-imported lazily): it extends verl's ``ToolAgentLoop`` so generation, the tool-call parser and the
-Continuous Token merging are verl's own; the episode owns the tools (looked up per trajectory, never
-through verl's per-call ``BaseTool`` lifecycle). Assistant text without tool calls goes to the
-scripted user, whose reply is merged as a non-trained turn (``response_mask`` 0); the user's stop
-marker, ``###STOP###`` from the agent, or verl's turn and length limits end the trajectory. The
-reward is set as ``AgentLoopOutput.reward_score`` (verl then skips its reward loop) and its
-components go to ``extra_fields["reward_components"]``.
+(:func:`scaleenv.integrations.export.verl_configs` writes the YAML). This module imports verl; nothing
+in scaleenv imports it until you ask for the verl adapter. ``ScaleEnvAgentLoop`` extends verl's
+``ToolAgentLoop`` so generation, the tool-call parser and the Continuous Token merging are verl's
+own; the episode owns the tools (the task's, looked up per trajectory, never through verl's per-call
+``BaseTool`` lifecycle), and a call runs with the environment core's meaning (a malformed one is the
+core's ``invalid_arguments`` tool error). Assistant text without tool calls goes to the scripted
+user, whose reply is merged as a non-trained turn (``response_mask`` 0); the user's stop marker,
+``###STOP###`` from the agent, or verl's turn and length limits end the trajectory. The reward is
+set as ``AgentLoopOutput.reward_score`` (verl then skips its reward loop) and its components go to
+``extra_fields["reward_components"]``.
 
-``compute_score`` works without the agent loop too: it reads the components the loop left, or else
-replays the ``<tool_call>`` blocks of ``solution_str`` (hermes format) in a fresh episode.
+``compute_score`` (from :mod:`scaleenv.integrations.hermes`) works without the agent loop too: it
+reads the components the loop left, or else replays the ``<tool_call>`` blocks of ``solution_str``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import re
-from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
-from scaleenv.integrations.session import (
-    USER_TOOL,
-    IntegrationError,
-    Session,
-    row_fields,
-    session_from_row,
-)
+from scaleenv.integrations.session import IntegrationError
 
-AGENT_NAME = "scaleenv_agent"
-TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+try:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
+    from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
+    from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+except ImportError as e:
+    raise IntegrationError(f"the verl adapter needs verl 0.9: pip install 'scaleenv[verl]' ({e})") from None
+
+from scaleenv.env.core import parse_tool_call
+from scaleenv.formats.trajectory import STOP
+from scaleenv.integrations.export import AGENT_NAME, verl_configs
+from scaleenv.integrations.hermes import compute_score, parse_hermes_calls, replay_completion, run_call
+from scaleenv.integrations.session import USER_TOOL, Session, row_fields, session_from_row
+
+__all__ = ["AGENT_NAME", "ScaleEnvAgentLoop", "compute_score", "parse_hermes_calls", "replay_completion",
+           "verl_configs"]
 
 
-def parse_hermes_calls(text: str) -> tuple[str, list[tuple[str, Any]]]:
-    """``(text without tool calls, [(name, arguments)])`` of a hermes-format completion."""
-    calls: list[tuple[str, Any]] = []
-    for m in TOOL_CALL_RE.findall(text or ""):
+class _EpisodeTool:
+    """What verl's tool parser reads from an active tool: its schema."""
+
+    def __init__(self, schema: dict[str, Any]):
+        self.name = schema["function"]["name"]
+        self.tool_schema = OpenAIFunctionToolSchema.model_validate(schema)
+
+
+@register(AGENT_NAME)
+class ScaleEnvAgentLoop(ToolAgentLoop):
+    """verl agent loop over a scaleenv episode (tools and the scripted user)."""
+
+    universe: str | None = None
+    """Universe directory when rows don't carry one (else ``$SCALEENV_UNIVERSE``)."""
+
+    def __init__(self, *args: Any, tools: Any = None, **kwargs: Any):
+        super().__init__(*args, tools=None, **kwargs)  # the episode owns the tools
+
+    async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs: Any) -> Any:
+        row: dict[str, Any] = {"extra_info": dict(kwargs.get("extra_info") or {})}
+        truth = (kwargs.get("reward_model") or {}).get("ground_truth")
+        if truth and "task_json" not in row_fields(row):
+            row["task_id"] = truth
+        session = session_from_row(row, universe=self.universe)
+        messages = list(kwargs.get("raw_prompt") or session.opening_messages())
+        agent_data = AgentData(messages=messages, image_data=None, video_data=None, audio_data=None,
+                               mm_processor_kwargs=None, metrics={}, request_id=uuid4().hex, tools_kwargs={})
+        schemas = session.tool_schemas()
+        agent_data._active_tools = {s["function"]["name"]: _EpisodeTool(s) for s in schemas}
+        agent_data._active_tool_schemas = schemas
+        agent_data._scaleenv = session
+        state = AgentState.PENDING
         try:
-            obj = json.loads(m)
-            calls.append((str(obj["name"]), obj.get("arguments", {})))
-        except (ValueError, KeyError, TypeError):
-            calls.append(("", None))  # a malformed call: counted as an error by the episode
-    return TOOL_CALL_RE.sub("", text or "").strip(), calls
-
-
-def replay_completion(session: Session, text: str) -> None:
-    """Play a single completion: each hermes tool call in order, then say the remaining text."""
-    from scaleenv.formats.trajectory import STOP
-
-    rest, calls = parse_hermes_calls(text)
-    for name, args in calls:
-        if isinstance(args, str):
-            with contextlib.suppress(ValueError):
-                args = json.loads(args)
-        session.call(name, args)
-    rest = rest.replace(STOP, "").replace("<|im_end|>", "").strip()
-    if rest:
-        session.say(rest)
-
-
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
-    """verl's reward function: ``{"score": ..., **components}``.
-
-    Uses the components the ``scaleenv_agent`` loop computed (``extra_info["reward_components"]``,
-    or nested in ``tool_extra_fields``); otherwise replays ``solution_str``'s tool calls in a fresh
-    episode of the row's task (``extra_info.task_json``, or ``ground_truth`` as a task id).
-    """
-    info = dict(extra_info or {})
-    for src in (info, info.get("tool_extra_fields") or {}):
-        comps = src.get("reward_components") if isinstance(src, dict) else None
-        if isinstance(comps, dict) and "score" in comps:
-            return {"score": float(comps["score"]), **{k: float(v) for k, v in comps.items() if k != "score"}}
-    row: dict[str, Any] = {"extra_info": info}
-    if "task_json" not in row_fields(row) and ground_truth:
-        row["task_id"] = ground_truth
-    session = session_from_row(row, user=None)
-    try:
-        replay_completion(session, solution_str)
-        reward = session.evaluate()
-    finally:
-        session.close()
-    return {"score": reward.score, "success": float(reward.success),
-            **{k: float(v) for k, v in reward.components.items()}}
-
-
-def verl_configs(out_dir: str | Path) -> dict[str, Path]:
-    """Write ``scaleenv_agent_loop.yaml`` (the loop registry entry for ``agent_loop_config_path``)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    loop = out / "scaleenv_agent_loop.yaml"
-    loop.write_text(f"- name: {AGENT_NAME}\n  _target_: scaleenv.integrations.verl.ScaleEnvAgentLoop\n",
-                    encoding="utf-8")
-    return {"agent_loop": loop}
-
-
-def _build_loop_class() -> type:
-    try:
-        from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
-        from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
-        from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
-    except ImportError as e:
-        raise IntegrationError(f"the verl agent loop needs verl 0.9: pip install 'scaleenv[verl]' ({e})") from None
-    from uuid import uuid4
-
-    from scaleenv.formats.trajectory import STOP
-    from scaleenv.tools.runtime import error_output
-
-    class _EpisodeTool:
-        """What verl's tool parser reads from an active tool: its schema."""
-
-        def __init__(self, schema: dict[str, Any]):
-            self.name = schema["function"]["name"]
-            self.tool_schema = OpenAIFunctionToolSchema.model_validate(schema)
-
-    class ScaleEnvAgentLoop(ToolAgentLoop):
-        """verl agent loop over a scaleenv episode (tools and the scripted user)."""
-
-        universe: str | None = None
-        """Universe directory when rows don't carry one (else ``$SCALEENV_UNIVERSE``)."""
-
-        def __init__(self, *args: Any, tools: Any = None, **kwargs: Any):
-            super().__init__(*args, tools=None, **kwargs)  # the episode owns the tools
-
-        async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs: Any) -> Any:
-            row: dict[str, Any] = {"extra_info": dict(kwargs.get("extra_info") or {})}
-            truth = (kwargs.get("reward_model") or {}).get("ground_truth")
-            if truth and "task_json" not in row_fields(row):
-                row["task_id"] = truth
-            session = session_from_row(row, universe=self.universe)
-            messages = list(kwargs.get("raw_prompt") or session.opening_messages())
-            agent_data = AgentData(messages=messages, image_data=None, video_data=None, audio_data=None,
-                                   mm_processor_kwargs=None, metrics={}, request_id=uuid4().hex, tools_kwargs={})
-            schemas = session.tool_schemas()
-            agent_data._active_tools = {s["function"]["name"]: _EpisodeTool(s) for s in schemas}
-            agent_data._active_tool_schemas = schemas
-            agent_data._scaleenv = session
-            state = AgentState.PENDING
-            try:
-                while state != AgentState.TERMINATED:
-                    if state == AgentState.PENDING:
-                        state = await self._handle_pending_state(agent_data, sampling_params)
-                    elif state == AgentState.GENERATING:
-                        state = await self._handle_generating_state(agent_data, sampling_params)
-                        if state == AgentState.TERMINATED and not agent_data.tool_calls:
-                            state = await self._handle_user_turn(agent_data)
-                    elif state == AgentState.PROCESSING_TOOLS:
-                        state = await self._handle_processing_tools_state(agent_data)
-                        if session.done:
-                            state = AgentState.TERMINATED
-                    else:
+            while state != AgentState.TERMINATED:
+                if state == AgentState.PENDING:
+                    state = await self._handle_pending_state(agent_data, sampling_params)
+                elif state == AgentState.GENERATING:
+                    state = await self._handle_generating_state(agent_data, sampling_params)
+                    if state == AgentState.TERMINATED and not agent_data.tool_calls:
+                        state = await self._handle_user_turn(agent_data)
+                elif state == AgentState.PROCESSING_TOOLS:
+                    state = await self._handle_processing_tools_state(agent_data)
+                    if session.done:
                         state = AgentState.TERMINATED
-                reward = session.evaluate()
-            finally:
-                session.close()
-            n = len(agent_data.response_mask)
-            prompt_ids = agent_data.prompt_ids[: len(agent_data.prompt_ids) - n]
-            response_ids = agent_data.prompt_ids[len(agent_data.prompt_ids) - n:] if n else []
-            comps = {"score": reward.score, "success": float(reward.success), **reward.components}
-            output = AgentLoopOutput(
-                prompt_ids=prompt_ids, response_ids=response_ids[: self.response_length],
-                response_mask=agent_data.response_mask[: self.response_length],
-                response_logprobs=agent_data.response_logprobs[: self.response_length]
-                if agent_data.response_logprobs else None,
-                reward_score=reward.score, num_turns=agent_data.user_turns + agent_data.assistant_turns + 1,
-                metrics=agent_data.metrics, extra_fields=dict(agent_data.extra_fields))
-            output.extra_fields.update({"reward_components": comps, "turn_scores": agent_data.turn_scores,
-                                        "tool_rewards": agent_data.tool_rewards, "task_id": session.task.id,
-                                        "reward_diff": reward.diff[:5]})
-            return output
+                else:
+                    state = AgentState.TERMINATED
+            reward = session.evaluate()
+        finally:
+            session.close()
+        n = len(agent_data.response_mask)
+        prompt_ids = agent_data.prompt_ids[: len(agent_data.prompt_ids) - n]
+        response_ids = agent_data.prompt_ids[len(agent_data.prompt_ids) - n:] if n else []
+        comps = {"score": reward.score, "success": float(reward.success), **reward.components}
+        output = AgentLoopOutput(
+            prompt_ids=prompt_ids, response_ids=response_ids[: self.response_length],
+            response_mask=agent_data.response_mask[: self.response_length],
+            response_logprobs=agent_data.response_logprobs[: self.response_length]
+            if agent_data.response_logprobs else None,
+            reward_score=reward.score, num_turns=agent_data.user_turns + agent_data.assistant_turns + 1,
+            metrics=agent_data.metrics, extra_fields=dict(agent_data.extra_fields))
+        output.extra_fields.update({"reward_components": comps, "turn_scores": agent_data.turn_scores,
+                                    "tool_rewards": agent_data.tool_rewards, "task_id": session.task.id,
+                                    "reward_diff": reward.diff[:5]})
+        return output
 
-        def _limits_hit(self, agent_data: Any) -> bool:
-            return (len(agent_data.response_mask) >= self.response_length
-                    or bool(self.max_assistant_turns and agent_data.assistant_turns >= self.max_assistant_turns)
-                    or bool(self.max_user_turns and agent_data.user_turns >= self.max_user_turns))
+    def _limits_hit(self, agent_data: Any) -> bool:
+        return (len(agent_data.response_mask) >= self.response_length
+                or bool(self.max_assistant_turns and agent_data.assistant_turns >= self.max_assistant_turns)
+                or bool(self.max_user_turns and agent_data.user_turns >= self.max_user_turns))
 
-        async def _handle_user_turn(self, agent_data: Any) -> Any:
-            """Assistant text without tool calls: the user answers (a non-trained turn) unless it is over."""
-            session: Session = agent_data._scaleenv
-            last = agent_data.messages[-1] if agent_data.messages else {}
-            text = str(last.get("content") or "") if last.get("role") == "assistant" else ""
-            said = text.replace(STOP, "").replace("<|im_end|>", "").strip()
-            if STOP in text or session.user is None or session.done or self._limits_hit(agent_data):
-                if said:
-                    session.say(said)
-                return AgentState.TERMINATED
-            previous = list(agent_data.messages)
-            reply = session.message_user(said) if said else session.message_user("(no message)")
-            agent_data.messages.append({"role": "user", "content": reply})
-            merge, mask, logprobs = await self.ct_merge_context_msg(
-                previous, agent_data.messages, agent_data.prompt_ids, agent_data.response_mask,
-                agent_data.response_logprobs if agent_data.response_logprobs else None,
-                tools=agent_data._active_tool_schemas)
-            if len(mask) >= self.response_length:
-                return AgentState.TERMINATED
-            agent_data.prompt_ids = merge.token_ids
-            agent_data.response_mask = mask
-            if agent_data.response_logprobs:
-                agent_data.response_logprobs = logprobs or []
-            agent_data.user_turns += 1
-            return AgentState.TERMINATED if session.done else AgentState.GENERATING
+    async def _handle_user_turn(self, agent_data: Any) -> Any:
+        """Assistant text without tool calls: the user answers (a non-trained turn) unless it is over."""
+        session: Session = agent_data._scaleenv
+        last = agent_data.messages[-1] if agent_data.messages else {}
+        text = str(last.get("content") or "") if last.get("role") == "assistant" else ""
+        said = text.replace(STOP, "").replace("<|im_end|>", "").strip()
+        if STOP in text or session.user is None or session.done or self._limits_hit(agent_data):
+            if said:
+                session.say(said)
+            return AgentState.TERMINATED
+        previous = list(agent_data.messages)
+        reply = session.message_user(said) if said else session.message_user("(no message)")
+        agent_data.messages.append({"role": "user", "content": reply})
+        merge, mask, logprobs = await self.ct_merge_context_msg(
+            previous, agent_data.messages, agent_data.prompt_ids, agent_data.response_mask,
+            agent_data.response_logprobs if agent_data.response_logprobs else None,
+            tools=agent_data._active_tool_schemas)
+        if len(mask) >= self.response_length:
+            return AgentState.TERMINATED
+        agent_data.prompt_ids = merge.token_ids
+        agent_data.response_mask = mask
+        if agent_data.response_logprobs:
+            agent_data.response_logprobs = logprobs or []
+        agent_data.user_turns += 1
+        return AgentState.TERMINATED if session.done else AgentState.GENERATING
 
-        async def _call_tool(self, tool_call: Any, tools_kwargs: dict[str, Any], agent_data: Any) -> Any:
-            session: Session = agent_data._scaleenv
-            try:
-                args = json.loads(tool_call.arguments) if tool_call.arguments else {}
-            except (ValueError, TypeError) as e:
-                session.episode.stats.calls += 1
-                session.episode.stats.errors += 1
-                text = error_output("invalid_arguments", f"{tool_call.name}: arguments are not JSON ({e})")
-                return ToolResponse(text=text), 0.0, {}
-            res = session.call(tool_call.name, args)
-            text = res.output
-            limit = self.max_tool_response_length
-            if limit and len(text) > limit and tool_call.name != USER_TOOL:
-                text = text[:limit] + "...(truncated)"
-            return ToolResponse(text=text), 0.0, {}
-
-    ScaleEnvAgentLoop.__module__ = __name__
-    ScaleEnvAgentLoop.__qualname__ = "ScaleEnvAgentLoop"
-    return register(AGENT_NAME)(ScaleEnvAgentLoop)
-
-
-_LOOP: type | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """``ScaleEnvAgentLoop`` is built (and registered with verl) on first access."""
-    global _LOOP
-    if name == "ScaleEnvAgentLoop":
-        if _LOOP is None:
-            _LOOP = _build_loop_class()
-        return _LOOP
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    async def _call_tool(self, tool_call: Any, tools_kwargs: dict[str, Any], agent_data: Any) -> Any:
+        session: Session = agent_data._scaleenv
+        _, name, args = parse_tool_call(0, {"function": {"name": tool_call.name, "arguments": tool_call.arguments}})
+        res = run_call(session, name, args)
+        text = res.output
+        limit = self.max_tool_response_length
+        if limit and len(text) > limit and tool_call.name != USER_TOOL:
+            text = text[:limit] + "...(truncated)"
+        return ToolResponse(text=text), 0.0, {}

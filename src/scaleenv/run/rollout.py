@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,21 +110,44 @@ class RolloutJob:
                 "user_options": policy(self.user_options.public()) if conv else {}}
 
 
+class LiveEpisodes:
+    """The episodes a worker is playing now (read by the progress display: in flight, turns so far)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._envs: dict[int, ToolEnv] = {}
+
+    def add(self, env: ToolEnv) -> None:
+        with self._lock:
+            self._envs[id(env)] = env
+
+    def remove(self, env: ToolEnv) -> None:
+        with self._lock:
+            self._envs.pop(id(env), None)
+
+    def counts(self) -> tuple[int, int]:
+        """``(episodes in flight, agent turns taken in them so far)``."""
+        with self._lock:
+            envs = list(self._envs.values())
+        return len(envs), sum(e.steps for e in envs)
+
+
 class RolloutWorker:
     """Owns its worlds: one verified TaskWorlds per task (LRU) and a pool of idle episodes per task."""
 
     MAX_TASKS = 256
 
-    def __init__(self, job: RolloutJob):
+    def __init__(self, job: RolloutJob, live: LiveEpisodes | None = None):
         from scaleenv.env.cache import TaskWorldCache
         from scaleenv.parallel.shipping import local_universe
 
         self.job = job
+        self.live = live if live is not None else LiveEpisodes()
         self.cache = TaskWorldCache(local_universe(job.universe), max_tasks=self.MAX_TASKS,
                                     max_idle=max(1, job.concurrency))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tools_json: dict[str, str] = {}
-        self.clients = ChatClients()
+        self.clients = ChatClients(job.concurrency)
 
     def spec(self, domain: str) -> Any:
         return self.cache.spec(domain)
@@ -148,8 +172,12 @@ class RolloutWorker:
         user = make_user(job.user, job.user_options, self.clients) if job.mode == "conversational" else None
         with ToolEnv(task, ep, user=user, mode=job.mode, max_turns=job.max_turns, max_user_turns=job.max_user_turns,
                      seed=seed, release=lambda e: self.cache.release(task, e)) as env:
-            traj = await run_episode(env, agent, seed=seed, trial=trial,
-                                     domain_description=self.spec(task.domain).description)
+            self.live.add(env)
+            try:
+                traj = await run_episode(env, agent, seed=seed, trial=trial,
+                                         domain_description=self.spec(task.domain).description)
+            finally:
+                self.live.remove(env)
         rec = traj.to_json()
         rec["run"] = job.fingerprint
         return rec
@@ -228,7 +256,7 @@ class RolloutWorker:
             if t.done() and not t.cancelled():
                 t.exception()
         loop.close()
-        self.clients = ChatClients()
+        self.clients = ChatClients(self.job.concurrency)
 
     def close(self) -> None:
         if self._loop is not None and not self._loop.is_closed():
@@ -252,7 +280,8 @@ class RolloutConfig:
     executor: str = "serial"
     workers: int = 2
     ray_address: str | None = None
-    concurrency: int = 8
+    concurrency: int | None = None
+    """Episodes in flight per worker; ``None``: :func:`default_concurrency`."""
     domains: list[str] = field(default_factory=list)
     num_tasks: int | None = None
     task_ids: list[str] = field(default_factory=list)
@@ -272,6 +301,25 @@ class RolloutConfig:
         return self.out.with_name(self.out.stem + ".trajectories.jsonl")
 
 
+LOCAL_CONCURRENCY = 1
+REMOTE_CONCURRENCY = 8
+
+
+def default_concurrency(cfg: RolloutConfig) -> int:
+    """Episodes in flight per worker when ``--concurrency`` is not given: one for a model on this
+    machine (local servers such as llama.cpp often answer one request at a time, and a request
+    queued behind others would spend its timeout waiting), eight for a remote endpoint."""
+    from scaleenv.llm.client import is_local
+
+    urls = ([cfg.agent_options.base_url] if _llm(cfg.agent) else []) + (
+        [cfg.user_options.base_url] if cfg.mode == "conversational" and _llm(cfg.user) else [])
+    return LOCAL_CONCURRENCY if any(is_local(u) for u in urls) else REMOTE_CONCURRENCY
+
+
+def concurrency(cfg: RolloutConfig) -> int:
+    return cfg.concurrency if cfg.concurrency is not None else default_concurrency(cfg)
+
+
 def validate_config(cfg: RolloutConfig) -> None:
     try:
         check_agent_spec(cfg.agent)
@@ -285,7 +333,7 @@ def validate_config(cfg: RolloutConfig) -> None:
         raise RolloutError(f"unknown --executor {cfg.executor!r}; use serial, process or ray")
     for name, value, lo in (("--trials", cfg.trials, 1), ("--workers", cfg.workers, 1),
                             ("--max-turns", cfg.max_turns, 1), ("--max-user-turns", cfg.max_user_turns, 1),
-                            ("--concurrency", cfg.concurrency, 1)):
+                            ("--concurrency", concurrency(cfg), 1)):
         if value < lo:
             raise RolloutError(f"{name} must be at least {lo}, got {value}")
     if cfg.num_tasks is not None and cfg.num_tasks < 1:
@@ -378,7 +426,7 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: lis
         "universe": str(universe.root), "agent": cfg.agent, "user": user, "mode": cfg.mode, "trials": cfg.trials,
         "seed": cfg.seed, "max_turns": cfg.max_turns, "max_user_turns": cfg.max_user_turns,
         "executor": cfg.executor, "workers": cfg.workers, "ray_address": cfg.ray_address,
-        "concurrency": cfg.concurrency, "domains": sorted({t.domain for t in tasks}), "num_tasks": cfg.num_tasks,
+        "concurrency": concurrency(cfg), "domains": sorted({t.domain for t in tasks}), "num_tasks": cfg.num_tasks,
         "task_ids": list(cfg.task_ids), "fingerprint": job.fingerprint,
     }
     return {
@@ -406,7 +454,11 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: lis
         "num_tasks": metrics["num_tasks"],
         "num_episodes": metrics["num_episodes"],
         "expected_episodes": len(units),
-        "errors": sum(r["termination_reason"] == "error" for r in sims),
+        # episodes that ended in error (an endpoint or the environment failed, not the policy) score 0
+        # in the metrics above; these say how many, the mean without them, and the first error
+        "errors": len(errored := [r for r in sims if r["termination_reason"] == "error"]),
+        "avg_reward_without_errors": _mean_reward([r for r in sims if r["termination_reason"] != "error"]),
+        "first_error": errored[0]["error"] if errored else None,
         "environment_errors": len(env_failed),
         "environment_error_examples": [f"{r['id']}: {r['error']}" for r in env_failed[:5]],
         "timings": {"wall_s": round(wall_s, 3), "new_episodes": new_episodes, "new_steps": new_steps,
@@ -416,6 +468,15 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: lis
         "tasks": [{"id": t.id, "domain": t.domain, "instruction": t.instruction} for t in tasks],
         "simulations": sims,
     }
+
+
+def _mean_reward(sims: list[dict[str, Any]]) -> float | None:
+    return sum(float(r["reward_info"]["reward"]) for r in sims) / len(sims) if sims else None
+
+
+def all_failed(results: dict[str, Any]) -> bool:
+    """Whether every episode of a run ended in error (the CLI then exits 1)."""
+    return results["num_episodes"] > 0 and results["errors"] == results["num_episodes"]
 
 
 def _write_results(path: Path | None, results: dict[str, Any]) -> None:
@@ -429,19 +490,21 @@ def _write_results(path: Path | None, results: dict[str, Any]) -> None:
 def make_job(cfg: RolloutConfig, universe: Any) -> RolloutJob:
     job = RolloutJob(universe=str(Path(universe.root).resolve()), agent=cfg.agent,
                      user=cfg.user if cfg.mode == "conversational" else None, mode=cfg.mode,
-                     max_turns=cfg.max_turns, max_user_turns=cfg.max_user_turns, concurrency=cfg.concurrency,
+                     max_turns=cfg.max_turns, max_user_turns=cfg.max_user_turns, concurrency=concurrency(cfg),
                      agent_options=cfg.agent_options, user_options=cfg.user_options)
     job.fingerprint = fingerprint(job, cfg.seed, universe.manifest)
     return job
 
 
 def run_rollout(cfg: RolloutConfig, on_episode: Callable[[dict[str, Any]], None] | None = None,
-                executor: Executor | None = None, on_start: Callable[[int, int], None] | None = None,
-                keep_records: bool = False) -> dict[str, Any]:
+                executor: Executor | None = None,
+                on_start: Callable[[int, int, list[dict[str, Any]]], None] | None = None,
+                keep_records: bool = False, live: LiveEpisodes | None = None) -> dict[str, Any]:
     """Run (or resume) a rollout and return the results (also written to ``cfg.out`` if set).
 
-    ``on_episode`` gets each finished episode's summary; ``on_start(total, already_done)`` is called
-    once before any episode runs. With ``keep_records`` the results carry the full trajectory
+    ``on_episode`` gets each finished episode's summary; ``on_start(total, already_done, kept)`` is
+    called once before any episode runs (``kept``: the summaries of the episodes a resume keeps).
+    ``live`` is told which episodes are in flight (serial executor). With ``keep_records`` the results carry the full trajectory
     records under ``"records"`` (for tests and library use). ``executor`` reuses a warm executor
     (its workers must have been built for the same job); otherwise one is made and closed here.
     """
@@ -492,16 +555,17 @@ def run_rollout(cfg: RolloutConfig, on_episode: Callable[[dict[str, Any]], None]
     pending = [u for u in units if episode_id(u[0], u[1]) not in records]
     done_before = len(wanted & set(records))
     if on_start is not None:
-        on_start(len(units), done_before)
+        on_start(len(units), done_before, [records[i] for i in sorted(wanted & set(records))])
     llm = _llm(cfg.agent) or (cfg.mode == "conversational" and _llm(cfg.user))
     if cfg.executor == "serial":  # one worker that streams each episode as it finishes: no need to split
-        batches = _batches(pending, 1, cfg.concurrency if llm else 64, 1)
+        batches = _batches(pending, 1, job.concurrency if llm else 64, 1)
     else:  # LLM episodes: up to --concurrency in flight per worker; zero-latency ones: balance the load
-        batches = _batches(pending, cfg.workers, cfg.concurrency if llm else 64, 1 if llm else 4)
+        batches = _batches(pending, cfg.workers, job.concurrency if llm else 64, 1 if llm else 4)
     own = executor is None
     if executor is None and pending:
-        executor = make_executor(cfg.executor, functools.partial(RolloutWorker, job), workers=cfg.workers,
-                                 ray_address=cfg.ray_address)
+        factory = functools.partial(RolloutWorker, job, live) if cfg.executor == "serial" and live is not None \
+            else functools.partial(RolloutWorker, job)  # other executors' workers live in other processes
+        executor = make_executor(cfg.executor, factory, workers=cfg.workers, ray_address=cfg.ray_address)
         if hasattr(executor, "ship"):  # Ray: workers get the universe through the object store, not a path
             job.universe = executor.ship(universe.root, sorted({t.domain for t in tasks}))
     fh = traj_path.open("a", encoding="utf-8") if traj_path is not None else None
@@ -550,21 +614,24 @@ def run_rollout(cfg: RolloutConfig, on_episode: Callable[[dict[str, Any]], None]
 
 
 class RolloutProgress:
-    """A rich progress bar over episodes, with the running mean reward."""
+    """A rich progress bar over episodes: finished of total, elapsed time, the running mean reward
+    (episodes a resume kept included), errors, and the episodes in flight with the turns taken."""
 
     def __init__(self, enabled: bool = True):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.enabled = enabled
+        self.live = LiveEpisodes()
         self.progress = Progress(
             TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("avg reward {task.fields[avg]}  errors {task.fields[errors]}"),
+            TextColumn("avg reward {task.fields[avg]}  errors {task.fields[errors]}"), _live_column(self),
             console=Console(stderr=True), disable=not enabled, transient=False)
         self.bar: Any = None
         self.sum = 0.0
         self.n = 0
         self.errors = 0
+        self.turns = 0
 
     def __enter__(self) -> RolloutProgress:
         self.progress.start()
@@ -573,15 +640,41 @@ class RolloutProgress:
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def start(self, total: int, done: int) -> None:
-        self.bar = self.progress.add_task("episodes", total=total, completed=done, avg="-", errors=0)
+    def start(self, total: int, done: int, kept: list[dict[str, Any]] | None = None) -> None:
+        for s in kept or ():
+            self._count(s)
+        self.turns = 0  # turns are this run's
+        self.bar = self.progress.add_task("episodes", total=total, completed=done, avg=self.avg(), errors=self.errors)
 
-    def episode(self, s: dict[str, Any]) -> None:
+    def avg(self) -> str:
+        return f"{self.sum / self.n:.3f}" if self.n else "-"
+
+    def _count(self, s: dict[str, Any]) -> None:
         self.n += 1
         self.sum += float(s["reward_info"]["reward"])
         self.errors += s["termination_reason"] == "error"
+        self.turns += int(s.get("steps") or 0)
+
+    def episode(self, s: dict[str, Any]) -> None:
+        self._count(s)
         if self.bar is not None:
-            self.progress.update(self.bar, advance=1, avg=f"{self.sum / self.n:.3f}", errors=self.errors)
+            self.progress.update(self.bar, advance=1, avg=self.avg(), errors=self.errors)
+
+    def status(self) -> str:
+        """``in flight N  turns T``: the episodes being played now and every agent turn so far."""
+        inflight, live_turns = self.live.counts()
+        return f"in flight {inflight}  turns {self.turns + live_turns}"
+
+
+def _live_column(progress: RolloutProgress) -> Any:
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class LiveColumn(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(progress.status())
+
+    return LiveColumn()
 
 
 def _pct(v: float | None) -> str:
