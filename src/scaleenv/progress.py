@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 
-def Console(**kw: object) -> _Console:  # noqa: N802 - a factory standing in for rich's class
+def Console(**kw: Any) -> _Console:  # noqa: N802 - a factory standing in for rich's class
     """A console that is at least 120 columns wide when output is not a terminal (pipes, CI logs)."""
     console = _Console(**kw)
     if not console.is_terminal:
