@@ -259,6 +259,9 @@ def run(quick: bool = False) -> dict[str, float]:
 
     # memory per live episode: N episodes of one task share the initial snapshot and expected world
     n = 10 if quick else 50
+    from scaleenv.world.world import clear_connection_pool
+
+    clear_connection_pool()  # pooled connections already hold their memory: count each episode's own
     gc.collect()
     before = _rss()
     live = []

@@ -400,6 +400,10 @@ def rollout(
         t = results["timings"]
         typer.echo(f"results: {out}  trajectories: {results['trajectories']}  "
                    f"({t['new_episodes']} episodes in {t['wall_s']:.1f} s)")
+    n_env = results.get("environment_errors", 0)
+    if n_env:  # not the agent's failures: left out of the metrics, and the run fails
+        fail(f"{n_env} of {len(results['simulations'])} episodes failed in the environment, not the agent (left out "
+             f"of the metrics): {results['environment_error_examples'][0]}")
     if results["errors"]:
         clean = results["avg_reward_without_errors"]
         typer.echo(f"warning: {results['errors']} of {results['num_episodes']} episodes ended in error (an endpoint "
@@ -409,10 +413,6 @@ def rollout(
     if all_failed(results):
         typer.echo("error: every episode failed; check the endpoint (--base-url, --timeout, --concurrency)", err=True)
         raise typer.Exit(1)
-    n_env = results.get("environment_errors", 0)
-    if n_env:  # not the agent's failures: left out of the metrics, and the run fails
-        fail(f"{n_env} of {len(results['simulations'])} episodes failed in the environment, not the agent (left out "
-             f"of the metrics): {results['environment_error_examples'][0]}")
 
 
 @app.command()

@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+TRAJECTORY_FORMAT = "scaleenv-trajectory/1"
+"""The version of a trajectory record (``format`` in every line of a trajectories file)."""
+
 STOP = "###STOP###"
 """The stop marker: a user (or agent) message containing it ends the conversation."""
 
@@ -51,7 +54,7 @@ class Trajectory:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "task_id": self.task_id, "domain": self.domain, "trial": self.trial, "seed": self.seed,
+            "format": TRAJECTORY_FORMAT, "id": self.id, "task_id": self.task_id, "domain": self.domain, "trial": self.trial, "seed": self.seed,
             "agent": self.agent, "user": self.user, "mode": self.mode, "termination": self.termination,
             "error": self.error, "reward": self.reward, "steps": self.steps, "tool_calls": self.tool_calls,
             "tool_errors": self.tool_errors, "user_turns": self.user_turns, "timings": self.timings,

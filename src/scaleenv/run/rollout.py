@@ -456,7 +456,8 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: lis
         "expected_episodes": len(units),
         # episodes that ended in error (an endpoint or the environment failed, not the policy) score 0
         # in the metrics above; these say how many, the mean without them, and the first error
-        "errors": len(errored := [r for r in sims if r["termination_reason"] == "error"]),
+        # (environment errors are counted apart below and are in none of these figures)
+        "errors": len(errored := [r for r in sims if r["termination_reason"] == "error" and r["id"] not in failed_ids]),
         "avg_reward_without_errors": _mean_reward([r for r in sims if r["termination_reason"] != "error"]),
         "first_error": errored[0]["error"] if errored else None,
         "environment_errors": len(env_failed),
