@@ -29,7 +29,9 @@ def test_quick_core_bench_reports_every_figure() -> None:
     assert set(figures) == CORE_FIGURES
     assert list(figures) == sorted(figures)
     for name, value in figures.items():
-        assert isinstance(value, float) and math.isfinite(value) and value > 0, (name, value)
+        # an RSS delta can be 0 when the allocator reuses memory freed earlier in the same process
+        floor_ok = value >= 0 if name.endswith("_mem_mb") else value > 0
+        assert isinstance(value, float) and math.isfinite(value) and floor_ok, (name, value)
     # The world is at tau2-retail scale, whatever the machine's speed.
     assert figures["core.world_rows"] > 8000
     assert 1.0 < figures["core.world_json_compact_mb"] < 3.0
