@@ -28,6 +28,8 @@ from scaleenv.formats.task import Task
 from scaleenv.tools.chain import ChainError, resolve_args
 
 ZERO_GATES = ("noop", "parrot", "spray", "random", "hack", "read_dump", "swap")
+RANDOM_DRAWS = 4
+"""Independent draws of the random policy per task (each must score 0)."""
 """The gates whose policy must score 0 (the gold chain must score 1), cheapest first: the build stops
 at the first that scores."""
 
@@ -124,6 +126,15 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False) -> G
                     if detail:
                         details["swap_with"] = other
             scores["swap"] = best
+        elif gate == "random":
+            # several independent draws: a single-write task whose target the sampler can hit must not
+            # pass because one seed happened to miss it (the first draw keeps the shared stream)
+            scores["random"] = score_policy(ep, task, "random", rng).score
+            for i in range(1, RANDOM_DRAWS):
+                if scores["random"] != 0.0:
+                    break
+                extra = random.Random(f"gates:{seed}:{task.id}:random:{i}")
+                scores["random"] = score_policy(ep, task, "random", extra).score
         else:
             scores[gate] = score_policy(ep, task, _POLICY[gate], rng).score
         if scores[gate] != 0.0 and not detail:
@@ -132,4 +143,4 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False) -> G
     return GateResult(scores, details)
 
 
-__all__ = ["READ_DUMP_IDS", "ZERO_GATES", "GateResult", "play_policy", "run_gates", "score_policy", "swap_pairs"]
+__all__ = ["RANDOM_DRAWS", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "play_policy", "run_gates", "score_policy", "swap_pairs"]
