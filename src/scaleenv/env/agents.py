@@ -49,6 +49,15 @@ class EndpointOptions:
     max_retries: int = 2
     seed: int | None = None
 
+    def chat_settings(self, model: str) -> Any:
+        """The :class:`~scaleenv.llm.client.ChatSettings` of ``model`` at this endpoint."""
+        from scaleenv.llm.client import ChatSettings
+
+        return ChatSettings(model=model, base_url=self.base_url, api_key_env=self.api_key_env,
+                            timeout=self.timeout, max_retries=self.max_retries, temperature=self.temperature,
+                            max_tokens=self.max_tokens, seed=self.seed,
+                            extra_body=dict(getattr(self, "extra_body", {})))
+
 
 @dataclass
 class AgentOptions(EndpointOptions):

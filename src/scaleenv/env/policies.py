@@ -401,12 +401,7 @@ def make_agent(spec: str, options: AgentOptions | None = None, clients: Any = No
     check_agent_spec(spec)
     if spec in BUILTIN_AGENTS:
         return reference_policy(spec, random_calls=options.random_calls)
-    from scaleenv.llm.client import ChatSettings
-
     model = spec.partition(":")[2].strip()
-    settings = ChatSettings(model=model, base_url=options.base_url, api_key_env=options.api_key_env,
-                            timeout=options.timeout, max_retries=options.max_retries,
-                            temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed,
-                            extra_body=dict(options.extra_body))
+    settings = options.chat_settings(model)
     clients = clients if clients is not None else ChatClients()
     return OpenAIAgent(model, options, clients.get(settings))

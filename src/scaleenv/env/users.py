@@ -307,12 +307,7 @@ def make_user(spec: str, options: UserOptions | None = None, clients: Any = None
     if spec == "scripted":
         return ScriptedUser(options.patience)
     from scaleenv.env.agents import ChatClients
-    from scaleenv.llm.client import ChatSettings
-
     model = spec.partition(":")[2].strip()
-    settings = ChatSettings(model=model, base_url=options.base_url, api_key_env=options.api_key_env,
-                            timeout=options.timeout, max_retries=options.max_retries,
-                            temperature=options.temperature, max_tokens=options.max_tokens, seed=options.seed,
-                            extra_body=dict(options.extra_body))
+    settings = options.chat_settings(model)
     clients = clients if clients is not None else ChatClients()
     return OpenAIUser(model, options, clients.get(settings))
