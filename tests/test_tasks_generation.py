@@ -9,8 +9,9 @@ import pytest
 from scaleenv.env.cache import build_worlds, make_episode
 from scaleenv.formats.task import chain_to_python
 from scaleenv.synth.procedural.blueprint import catalog
+from scaleenv.synth.tasks.families import generate_task
 from scaleenv.synth.tasks.gates import ZERO_GATES, run_gates, score_policy
-from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected, generate_task
+from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
 from scaleenv.tools.chain import run_chain
 from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World

@@ -15,8 +15,9 @@ from scaleenv.env.policies import SwapAgent
 from scaleenv.formats.task import AnswerFact, Call, Task
 from scaleenv.reward.facts import fact_stated
 from scaleenv.synth.tasks.expand import needed_tools
+from scaleenv.synth.tasks.families import generate_task
 from scaleenv.synth.tasks.gates import ZERO_GATES, play_policy, run_gates, score_policy, swap_pairs
-from scaleenv.synth.tasks.generate import TaskRejected, generate_task
+from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.validity import exempt_columns, goal_effects, lookalikes, unobservable_goals
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.patch import apply_patch

@@ -83,15 +83,24 @@ class UserProfile(_Record):
 
 
 class Difficulty(_Record):
-    """The knobs a task was generated with (``chains``: the LLM back end's chain count)."""
+    """The knobs a task was generated with (``chains``: the LLM back end's chain count; ``tier``: the
+    difficulty tier the task was built for, one of ``TIERS``)."""
 
-    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("chains",)
+    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("chains", "tier")
     level: str = "medium"
     chain_length: int = 0
     sub_goals: int = 0
     distractor_density: int = 0
     withheld_facts: int = 0
     chains: int | None = None
+    tier: str | None = None
+
+
+TIERS = ("easy", "medium", "hard", "expert")
+"""Difficulty tiers, easiest first."""
+
+DEFAULT_FAMILY = "direct"
+"""The family of tasks that ask for look-ups and changes directly (and of task files older than families)."""
 
 
 class Verification(_Record):
@@ -134,6 +143,9 @@ class Task(BaseModel):
     difficulty: Difficulty
     verification: Verification
     attempt: int = 0
+    family: str = DEFAULT_FAMILY
+    """The generator that made the task (see ``scaleenv.synth.tasks.families``): ``direct``, ``refusal``,
+    ``partial``, ``conditional``, ``computed``, ``description``, ``bulk``, ``programmatic``, ``long``."""
 
     def chain_hash(self) -> str:
         payload = json.dumps([c.model_dump(mode="json") for c in self.gold_chain], sort_keys=True)

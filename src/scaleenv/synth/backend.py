@@ -82,7 +82,7 @@ class ProceduralBackend:
         pass
 
     def task_maker(self, ctx: DomainContext) -> Callable[[int], Task]:
-        from scaleenv.synth.tasks.generate import generate_task
+        from scaleenv.synth.tasks.families import generate_task
 
         seed, chain = self.cfg["seed"], self.chain
         return lambda attempt: generate_task(ctx, seed, attempt, chain)

@@ -19,7 +19,7 @@ from typing import Any
 from scaleenv.env.cache import make_episode
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import ToolSpec
-from scaleenv.formats.task import Call, Task
+from scaleenv.formats.task import DEFAULT_FAMILY, Call, Task
 from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
 from scaleenv.synth.tasks.expand import expand_tools
 from scaleenv.synth.tasks.gates import run_gates
@@ -84,6 +84,8 @@ class ChainConfig:
     min_length: int = 3
     max_length: int = 8
     min_tools: int = 20
+    family_mix: dict[str, float] | None = None
+    """Share of attempts per task family (None: ``families.DEFAULT_MIX``)."""
 
 
 def _shift_dates(row: dict[str, Any], days: int) -> dict[str, Any]:
@@ -91,6 +93,16 @@ def _shift_dates(row: dict[str, Any], days: int) -> dict[str, Any]:
 
 
 class TaskBuilder:
+    """The ``direct`` family: goals asked for directly. Other families subclass it (see
+    :mod:`scaleenv.synth.tasks.families`)."""
+
+    family = DEFAULT_FAMILY
+
+    @classmethod
+    def applies(cls, ctx: DomainContext) -> bool:
+        """Whether the domain of ``ctx`` can host tasks of this family."""
+        return True
+
     def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
         self.ctx = ctx
         self.spec = ctx.spec
@@ -673,6 +685,7 @@ class TaskBuilder:
                 "gold_keys": {t: len(k) for t, k in gold_keys.items()},
             },
             attempt=self.attempt,
+            family=self.family,
         )
 
     def check_distractors_orthogonal(self, expected: World) -> None:
@@ -731,11 +744,6 @@ class DomainTasks:
     tasks: list[Task]
     attempts: int
     rejections: Counter
-
-
-def generate_task(ctx: DomainContext, seed: int, attempt: int, config: ChainConfig | None = None) -> Task:
-    """Build one task for attempt number ``attempt`` or raise TaskRejected (deterministic)."""
-    return TaskBuilder(ctx, seed, attempt, config or ChainConfig()).run()
 
 
 def _hashable(v: Any) -> Any:

@@ -1,0 +1,40 @@
+"""Task families: one generator per kind of request, chosen per attempt from a mix.
+
+Every family is a :class:`~scaleenv.synth.tasks.generate.TaskBuilder` subclass whose ``family`` names it
+(recorded in each task it makes) and whose ``applies`` says whether a domain can host it. The
+``direct`` family is the plain builder: look-ups and changes asked for directly.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+
+from scaleenv.formats.task import DEFAULT_FAMILY, Task
+from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
+
+FAMILIES: dict[str, type[TaskBuilder]] = {
+    DEFAULT_FAMILY: TaskBuilder,
+}
+"""Family name -> its builder."""
+
+DEFAULT_MIX: dict[str, float] = {DEFAULT_FAMILY: 1.0}
+"""The default build's share of attempts per family (renormalised over the families a domain hosts)."""
+
+
+def pick_family(ctx: DomainContext, rng: random.Random, mix: Mapping[str, float]) -> str:
+    """A family drawn from ``mix``, among those that ``ctx``'s domain can host (``direct`` otherwise)."""
+    names = [n for n in sorted(mix) if mix[n] > 0 and n in FAMILIES and FAMILIES[n].applies(ctx)]
+    if not names:
+        return DEFAULT_FAMILY
+    return rng.choices(names, [mix[n] for n in names])[0]
+
+
+def generate_task(ctx: DomainContext, seed: int, attempt: int, config: ChainConfig | None = None) -> Task:
+    """Build one task for attempt number ``attempt`` or raise TaskRejected (deterministic): the family
+    is drawn from the configured mix, then its builder runs."""
+    config = config or ChainConfig()
+    rng = random.Random(f"family:{seed}:{ctx.spec.name}:{attempt}")
+    family = pick_family(ctx, rng, config.family_mix if config.family_mix is not None else DEFAULT_MIX)
+    return FAMILIES[family](ctx, seed, attempt, config).run()
