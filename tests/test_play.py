@@ -82,3 +82,14 @@ def test_play_help_lists_the_commands():
     text = " ".join(res.output.split())
     for cmd in ("tools", "tool NAME", "call NAME {JSON}", "say TEXT", "request", "done", "--task", "--user"):
         assert cmd in text
+
+
+def test_input_that_ends_before_done_is_not_scored(universe):
+    """Replaying a growing script must not reveal the reward or the expected outcome before ``done``."""
+    task = Universe(universe).tasks()[0]
+    res = runner.invoke(app, ["play", str(universe), "--task", task.id], input="tools\nsay What is your email?\n")
+    assert res.exit_code == 4, res.output
+    out = res.output
+    assert "not scored" in out and "reward" not in out and "gold chain:" not in out and "  - " not in out
+    for f in task.answer_facts:
+        assert f"answer fact: {f.name}" not in out

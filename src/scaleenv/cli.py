@@ -522,7 +522,7 @@ def play(
     show_gold: bool = typer.Option(True, "--show-gold/--no-show-gold", help="Show the gold chain at the end."),
 ) -> None:
     """Play one task as the agent: list and call tools, talk to the simulated user, then see the
-    reward and its diff."""
+    reward and its diff after ``done`` (input that ends before ``done`` is not scored: exit 4)."""
     import sys as _sys
 
     from scaleenv.env.users import check_user_spec
@@ -541,6 +541,8 @@ def play(
                            echo=not _sys.stdin.isatty(), max_turns=max_turns)
     except ScaleEnvError as e:
         fail(str(e))
+    if reward is None:  # input ended before done: not scored
+        raise typer.Exit(4)
     raise typer.Exit(0 if reward.get("success") else 1)
 
 

@@ -10,8 +10,10 @@ Commands, one per line (typed, or piped on stdin)::
     help                   this list
     done                   end the episode: the reward, its diff, and the gold chain
 
-End of input ends the episode like ``done``. A person (or a helper piping lines) judges a task by
-doing it: the user sees only what is said, the reward only what the world became.
+Input that ends before ``done`` (and before the user or the turn limit ends the episode) leaves the
+episode unscored: no reward and no diff are shown, so a player who replays a growing script learns
+nothing of the expected outcome before deciding it is finished. A person (or a helper piping lines)
+judges a task by doing it: the user sees only what is said, the reward only what the world became.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from scaleenv.env.core import ToolEnv, make
 from scaleenv.formats.task import chain_to_python
 from scaleenv.formats.trajectory import STOP
 
-HELP = __doc__.split("::", 1)[1].split("End of input", 1)[0].strip("\n")
+HELP = __doc__.split("::", 1)[1].split("Input that ends", 1)[0].strip("\n")
 """The command list (shown by ``help`` and in ``scaleenv play --help``)."""
 
 
@@ -58,8 +60,9 @@ class Player:
         if ended:
             self.console.print("[dim](the user ended the conversation)[/dim]")
 
-    def run(self, lines: Iterable[str]) -> dict[str, Any]:
-        """Play until ``done``, the end of ``lines`` or the end of the episode; return the reward."""
+    def run(self, lines: Iterable[str]) -> dict[str, Any] | None:
+        """Play until ``done`` or the end of the episode and return the reward; ``None`` when ``lines``
+        ran out first (the episode is left unscored)."""
         self.start()
         for raw in lines:
             line = raw.strip()
@@ -68,8 +71,10 @@ class Player:
             if self.echo:
                 self.console.print(f"[dim]> {escape(line)}[/dim]")
             if not self.command(line) or self.env.done:
-                break
-        return self.finish()
+                return self.finish()
+        self.console.print("[yellow](input ended before done: the episode is not scored; end it with "
+                           "done)[/yellow]")
+        return None
 
     def command(self, line: str) -> bool:
         """Run one command line; ``False`` ends the episode."""
@@ -166,8 +171,9 @@ class Player:
 
 def play(universe: str | Path, task_id: str, *, user: str = "scripted", lines: Iterable[str] | TextIO,
          console: Console | None = None, show_gold: bool = True, echo: bool = False, max_turns: int = 50
-         ) -> dict[str, Any]:
-    """Play ``task_id`` of ``universe`` with the commands in ``lines``; return the reward JSON."""
+         ) -> dict[str, Any] | None:
+    """Play ``task_id`` of ``universe`` with the commands in ``lines``; return the reward JSON (``None``
+    when the lines end before ``done`` and the episode did not end by itself)."""
     console = console or Console(highlight=False)
     with make(universe, task_id, user=user, max_turns=max_turns) as env:
         return Player(env, console, show_gold=show_gold, echo=echo).run(lines)
