@@ -271,3 +271,12 @@ def test_prompts_say_what_a_fresh_reader_got_wrong_in_the_relay_run():
     debug = " ".join(m["content"] for m in render("debug", title="t", tool_name="x", tool="{}", implementation="{}",
                                                    tests="-", failures="-", round=1, rounds=2, tables="-"))
     assert "is added to them" in debug
+
+
+# the gate knows its threshold and what a direct dependency is (a reader had to guess both)
+def test_gate_prompt_states_the_threshold_and_the_structural_dependency():
+    text = render("gate", title="t", included=9, complexity="0.30", remaining=25, feasibility="1.00", k=4,
+                  chains=1, tau="0.5")[1]["content"]
+    assert "the chain is added when p >= 0.5" in text
+    assert "B needs a\nrecord A creates or a state A writes" in text
+    assert "worth growing" in text

@@ -21,7 +21,7 @@ from scaleenv.synth.graph.build import build_graph
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.design import DomainProfile, parse_database
 from scaleenv.synth.llm.implement import ToolImplementer, make_tool
-from scaleenv.synth.llm.render import parse_sample_rows, tool_text
+from scaleenv.synth.llm.render import parse_sample_rows, sample_rows, tool_text
 from scaleenv.synth.llm.seedrows import seed_world
 from scaleenv.synth.llm.tasks import LLMTaskBuilder, _Exerciser
 from scaleenv.synth.tasks.context import DomainContext
@@ -131,7 +131,7 @@ def test_the_chain_prompt_is_bounded(design):
         b.write_chain("medium")
         prompt = model.requests[-1].messages[1]["content"]
         tools = prompt.split("the goal tool first:\n")[1].split("\n\n")[0].splitlines()
-        assert 1 <= len(tools) <= 12
+        assert 1 <= len(tools) <= 10
         assert estimate_tokens(messages_text(model.requests[-1].messages)) < 1500
 
 
@@ -203,3 +203,32 @@ def test_replay_serves_a_queue_and_leaves_what_it_cannot_answer(tmp_path):
     counts = Replayer.from_queue(old).serve(new.dir, idle=0.2, poll=0.01)
     assert new.answer_of(a) == "code get_pet" and new.answer_of(b) is None
     assert counts == {"exact": 1, "nearest": 0, "unanswered": 1}
+
+
+def test_the_chain_prompt_states_each_tables_rules_once_and_its_columns_in_the_rows(design):
+    ctx = _ctx(design)
+    model, b = _builder(ctx, 3)
+    b.write_chain("medium")
+    prompt = model.requests[-1].messages[1]["content"]
+    rules = prompt.split("ranges and unique columns\n")[1].split("\n\n")[0].splitlines()
+    rows = parse_sample_rows(prompt.split("Some existing rows:\n")[1].split("\n\n")[0])
+    assert {line.split(":")[0] for line in rules} == set(rows)  # every table: its rules and its columns
+    for line in rules:
+        table = ctx.spec.table(line.split(":")[0])
+        for c in table.columns:
+            if c.enum:
+                assert f"{c.name} " in line and all(str(v) in line for v in c.enum)
+            if c.foreign_key:
+                assert f"{c.name} -> {c.foreign_key.split('.')[0]}" in line
+            if c.unique:
+                assert re.search(rf"\b{c.name}\b[^;]*unique", line)
+
+
+def test_an_empty_table_still_shows_its_columns(design):
+    spec = DomainSpec(name="pet_care", tables=design.tables, meta=design.meta)
+    world = seed_world(spec)
+    world.conn.execute("DELETE FROM vaccinations")
+    text = sample_rows(world, ["pets", "vaccinations"], per_table=1)
+    cols = ", ".join(c.name for c in spec.table("vaccinations").columns)
+    assert f"vaccinations ({cols}):\n  (no rows)" in text
+    assert parse_sample_rows(text)["vaccinations"] == [] and len(parse_sample_rows(text)["pets"]) == 1

@@ -71,6 +71,35 @@ def tables_text(spec: DomainSpec, names: list[str] | None = None, with_parents: 
     return "\n".join(table_block(t, together.get(t.name)) for t in spec.tables if t.name in wanted)
 
 
+def rules_text(spec: DomainSpec, names: list[str]) -> str:
+    """Per table only what limits a value: links, enums, ranges, uniqueness, optional columns (the
+    column names and value formats come with the sample rows shown beside it; every other column
+    is NOT NULL)."""
+    together = (spec.meta or {}).get("unique_together") or {}
+    lines = []
+    for t in spec.tables:
+        if t.name not in names:
+            continue
+        parts = []
+        for c in t.columns:
+            if c.name == t.primary_key:
+                continue
+            bits = [f"-> {c.foreign_key.split('.')[0]}"] if c.foreign_key else []
+            if c.enum:
+                bits.append("in [" + ", ".join(map(str, c.enum)) + "]")
+            if c.min is not None or c.max is not None:
+                bits.append(f"[{'' if c.min is None else f'{c.min:g}'}..{'' if c.max is None else f'{c.max:g}'}]")
+            if c.unique:
+                bits.append("unique")
+            if c.nullable:
+                bits.append("NULL ok")
+            if bits:
+                parts.append(f"{c.name} {' '.join(bits)}")
+        parts += [f"unique together ({', '.join(g)})" for g in together.get(t.name) or []]
+        lines.append(f"{t.name}: {'; '.join(parts) or '-'}")
+    return "\n".join(lines)
+
+
 def param_sig(p: Param) -> str:
     typ = p.type if p.type != "array" else f"{p.items or 'string'}[]"
     if p.enum:
@@ -128,7 +157,8 @@ def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: 
                 continue
             shown[t].append(rows[i])
             used += len(rows[i]) + 1
-    lines = [x for t in by_table if shown[t] for x in (heads[t], *shown[t])]
+    # an empty table still shows its columns: prompts that list only a table's rules rely on them
+    lines = [x for t in by_table for x in (heads[t], *(shown[t] or ["  (no rows)"]))]
     if left:
         lines.append(f"({left} more row(s) not shown)")
     return "\n".join(lines) if lines else "(none)"
@@ -144,7 +174,7 @@ def parse_sample_rows(text: str) -> dict[str, list[dict[str, Any]]]:
         if m:
             table, cols = m.group(1), [c.strip() for c in m.group(2).split(",")]
             out[table] = []
-        elif line.startswith("  ") and table:
+        elif line.startswith("  [") and table:
             out[table].append(dict(zip(cols, json.loads(line), strict=True)))
     return out
 

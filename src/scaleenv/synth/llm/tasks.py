@@ -46,7 +46,14 @@ from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_c
 from scaleenv.synth.llm.complexity import core_complexity, core_pairs
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
-from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_sig
+from scaleenv.synth.llm.render import (
+    jdump,
+    next_ids,
+    next_ids_text,
+    rules_text,
+    sample_rows,
+    tool_sig,
+)
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
@@ -123,7 +130,7 @@ class LLMTaskBuilder(TaskBuilder):
             todo += [c.foreign_key.split(".")[0] for c in table.columns if c.foreign_key]
         return out
 
-    def neighbourhood(self, goal: ToolSpec, limit: int = 12) -> list[ToolSpec]:
+    def neighbourhood(self, goal: ToolSpec, limit: int = 10) -> list[ToolSpec]:
         """The tools a chain around ``goal`` can use, at most ``limit``: the goal, the lookups of the
         tables it reaches, its core predecessors, the reads of its tables, then its core successors."""
         spec = self.spec
@@ -189,7 +196,7 @@ class LLMTaskBuilder(TaskBuilder):
                 problems.append(f"the chain has {len(calls)} calls; at most {self.config.max_length}")
             return problems
 
-        msgs = render("chain", title=self.title, task_number=self.attempt, tables=tables_text(self.spec, tables),
+        msgs = render("chain", title=self.title, task_number=self.attempt, tables=rules_text(self.spec, tables),
                       tools="\n".join(tool_sig(t) for t in tools), edges=self.edges_text(goal.name, names),
                       lookups=self.lookups_text(tools),
                       rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
@@ -261,7 +268,7 @@ class LLMTaskBuilder(TaskBuilder):
 
     def write_state(self, density: int) -> bytes:
         tables = self.chain_tables()
-        msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=tables_text(self.spec, tables),
+        msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=rules_text(self.spec, tables),
                       rows=sample_rows(self.world, tables, per_table=1),
                       next_ids=next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50))),
                       clock=self.spec.clock, distractors=max(1, density))
@@ -648,7 +655,7 @@ class _Exerciser:
         pre = "\n".join(f"- {c.error}: {c.sql}" for c in tool.preconditions) or "- none"
         msgs = render("patch", title=b.title, tool_name=tool.name, tool=f"{tool_sig(tool)}\nPreconditions (error: SQL "
                       f"that must be true):\n{pre}",
-                      tables=tables_text(self.spec, tables), rows=sample_rows(self.world, tables, per_table=1),
+                      tables=rules_text(self.spec, tables), rows=sample_rows(self.world, tables, per_table=1),
                       args=f"the call with arguments {jdump(args)}" if args else "the search for arguments",
                       error=error or "it failed",
                       next_ids=next_ids_text(next_ids(self.world, tables, skip=500 + 10 * b.record["llm_patches"])),
