@@ -99,12 +99,12 @@ def test_the_tool_text_keeps_every_fact_of_the_schema_agents_json():
     assert len(text) < len(json.dumps(t))
 
 
-def test_the_test_prompt_shows_two_compact_rows_per_table_and_one_fresh_id_wording(prompts):
+def test_the_test_prompt_shows_one_compact_row_per_table_and_one_fresh_id_wording(prompts):
     spec, by_role = prompts
     for name, prompt in by_role["test"].items():
         assert '{"name": "' + name not in prompt  # the tool as text, not its JSON again
         rows = parse_sample_rows(prompt.split("values of your own):\n")[1].split("\n\nNew rows")[0])
-        assert rows and all(1 <= len(rs) <= 2 for rs in rows.values())
+        assert rows and all(len(rs) <= 1 for rs in rows.values())
         assert "New rows use fresh ids counting up from: " in prompt
 
 

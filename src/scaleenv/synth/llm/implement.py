@@ -245,7 +245,7 @@ class ToolImplementer:
     def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
         world = World.from_snapshot(self.spec, self.base)
         try:
-            rows = sample_rows(world, names, per_table=2)
+            rows = sample_rows(world, names, per_table=1)
             ids = next_ids_text(next_ids(world, names, skip=100))
         finally:
             world.close()

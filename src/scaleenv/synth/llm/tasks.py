@@ -495,7 +495,9 @@ class LLMTaskBuilder(TaskBuilder):
             return problems
 
         msgs = render("instruction", title=self.title, chain=chain_to_python(self.chain), rows=rows or "(none)",
-                      answers=answers, withheld=withheld_n)
+                      answers=answers, withheld=("[] (the customer keeps nothing back)" if withheld_n <= 0 else
+                                                 f"the names of at most {withheld_n} known facts the customer "
+                                                 "reveals only when asked"))
         try:
             obj = self.ask.json("instruction", msgs, validate=check)
         except LLMOutputError as e:
