@@ -232,3 +232,20 @@ def test_an_empty_table_still_shows_its_columns(design):
     cols = ", ".join(c.name for c in spec.table("vaccinations").columns)
     assert f"vaccinations ({cols}):\n  (no rows)" in text
     assert parse_sample_rows(text)["vaccinations"] == [] and len(parse_sample_rows(text)["pets"]) == 1
+
+
+def test_relay_replay_on_the_command_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from scaleenv.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["relay", "replay", str(tmp_path / "new"), "--from", str(tmp_path / "nope")])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and "not a relay queue" in res.output
+    old = _record(tmp_path, [("code", "Tool name: get_pet\nold", "code get_pet")])
+    new = Queue(tmp_path / "new")
+    new.dir.mkdir()
+    n = new.enqueue(_body("code", "Tool name: get_pet\nnew"), threading.Lock(), {})
+    res = runner.invoke(app, ["relay", "replay", str(new.dir), "--from", str(old), "--idle", "0.2"])
+    assert res.exit_code == 0 and "1 exact, 0 nearest, 0 left unanswered" in res.output
+    assert new.answer_of(n) == "code get_pet"

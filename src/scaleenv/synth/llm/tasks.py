@@ -14,8 +14,9 @@ One attempt:
    **patch agent** writes rows (bounded per task); a patch is kept only if the call then runs and
    C1 still changes exactly the same rows.
 5. **Gate**: p = π(|D_n|, c(H_n), g) by the gate agent, where g is the share of the **solver**'s
-   best-of-k chains over the unused tools D_n that execute. If p ≥ τ the best executable chain
-   joins H and is expanded; otherwise, while |H| < 20, a random auxiliary chain is added.
+   best-of-k chains over (a sample of) the unused tools D_n that execute; with none executable
+   the gate is not asked. If p ≥ τ the best executable chain joins H and is expanded; otherwise,
+   while |H| < 20, a random auxiliary chain is added.
 6. **Instruction agent** writes the instruction and user profile, checked to mention every literal
    of C1 and no ids that C1 and its rows do not contain.
 7. The task is re-verified after the patches and must pass every integrity gate.
