@@ -278,5 +278,5 @@ def test_gate_prompt_states_the_threshold_and_the_structural_dependency():
     text = render("gate", title="t", included=9, complexity="0.30", remaining=25, feasibility="1.00", k=4,
                   chains=1, tau="0.5")[1]["content"]
     assert "the chain is added when p >= 0.5" in text
-    assert "B needs a\nrecord A creates or a state A writes" in text
+    assert "B depends directly on A when B needs a record A creates or a\nstate A writes" in text
     assert "worth growing" in text

@@ -178,7 +178,10 @@ class LLMTaskBuilder(TaskBuilder):
             raise TaskRejected("no_goal_tools")
         tools = self.neighbourhood(goal)
         names = {t.name for t in tools}
-        tables = sorted({x for t in tools for x in _tables_of(t)})
+        # rows (formats of the literals a customer states) of the tables the lookups search and the
+        # goal acts on, not of every table a shown tool touches
+        looks = lookup_tools(self.spec)
+        tables = sorted({t for t, ns in looks.items() if names & set(ns)} | set(_tables_of(goal)))
         lo, hi = self.config.min_length, self.config.max_length
         if level == "easy":
             hi = min(hi, max(lo, 4))
@@ -433,7 +436,9 @@ class LLMTaskBuilder(TaskBuilder):
         n = max(1, self.cfg.solver_tools)
         shown = rest if len(rest) <= n else [rest[i] for i in sorted(self.rng.sample(range(len(rest)), n))]
         tools = [self.spec.tool(name) for name in shown]
-        tables = sorted({x for t in tools if t for x in _tables_of(t)})
+        tables = sorted({kd.split(".")[0] for t in tools if t for p, kd in self.ctx.io[t.name].inputs.items()
+                         if (param := t.param(p)) is not None and param.required}
+                        or {x for t in tools if t for x in _tables_of(t)})  # rows whose ids a chain passes
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
                       rows=sample_rows(ex.world, tables, per_table=1), clock=self.spec.clock, k=k)
         text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
