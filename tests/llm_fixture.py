@@ -461,6 +461,11 @@ def solver_for(prompt: str) -> str:
         elif len(req) == 1 and "|" in req[0]:
             pname, vals = req[0].split("*:")
             blocks.append(f's0 = {name}({pname}="{vals.split("|")[0]}")')
+        elif len(req) == 1 and req[0].endswith("_id*:string"):  # an id of a row shown
+            pname = req[0].split("*:")[0]
+            m2 = re.search(rf"^{pname[:-3]}s? \(id, .*\n  \[\"([^\"]+)\"", prompt, re.M)
+            if m2:
+                blocks.append(f's0 = {name}({pname}="{m2.group(1)}")')
     blocks = blocks[:2] + ["s0 = no_such_tool(x=1)"]
     return "\n".join(f"```python\n{b}\n```" for b in blocks)
 

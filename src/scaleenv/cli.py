@@ -636,6 +636,26 @@ def relay_answer(
     typer.echo(f"answered {number}: {path}")
 
 
+@relay_app.command("replay")
+def relay_replay(
+    queue: Path = typer.Argument(..., help="Queue directory a build is asking through (`relay serve`)."),
+    recorded: Path = typer.Option(..., "--from", help="A queue answered before (e.g. by hand)."),
+    idle: float = typer.Option(30.0, "--idle", min=0.1, help="Stop after this many seconds without a request."),
+) -> None:
+    """Answer QUEUE's requests with --from's recorded answers to the same questions (same role and
+    tool, task or chain; else the most alike prompt of the role): what changed prompts cost, no reader."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.llm.replay import Replayer
+
+    if not recorded.is_dir():
+        fail(f"{recorded} is not a relay queue directory")
+    try:
+        counts = Replayer.from_queue(recorded).serve(queue, idle=idle)
+    except ScaleEnvError as e:
+        fail(str(e))
+    typer.echo(f"replayed: {counts['exact']} exact, {counts['nearest']} nearest, {counts['unanswered']} left unanswered")
+
+
 @relay_app.command("stats")
 def relay_stats(
     queue: Path = typer.Argument(..., help="Queue directory."),

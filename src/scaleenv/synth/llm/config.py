@@ -29,6 +29,7 @@ class SynthConfig:
     expand_depth: int = 1  # graph layers of the breadth-first expansion K(C) around each chain
     tau: float = 0.5  # gate threshold
     best_of_k: int = 4  # solver candidates per gate decision
+    solver_tools: int = 6  # unused tools shown to the solver (a sample drawn per task)
     max_chains: int = 3  # chains C_1..C_n per task at most
 
     def to_json(self) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from scaleenv.llm.base import LLMOutputError
 from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
-from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text
+from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_text
 from scaleenv.tools.sandbox import vet_tool
 from scaleenv.tools.sandboxed_tests import test_tool_sandboxed
 from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
@@ -217,41 +217,46 @@ class ToolImplementer:
         self.param_columns = param_columns
         self.cfg = cfg
         self.seed = seed
-        prefixes = (tables_spec.meta or {}).get("id_prefix") or {}
-        self.id_examples = ", ".join(f"{t} {p}0001" for t, p in prefixes.items())
+        self.prefixes: dict[str, str] = dict((tables_spec.meta or {}).get("id_prefix") or {})
 
-    def _tool_json(self, abstract: dict[str, Any]) -> str:
-        view = dict(abstract)
-        view["parameters"] = [{**p, **({"column": self.param_columns[f"{abstract['name']}.{p['name']}"]}
-                                      if f"{abstract['name']}.{p['name']}" in self.param_columns else {})}
-                              for p in abstract["parameters"]]
-        return jdump(view)
+    def id_examples(self, names: list[str]) -> str:
+        """Id examples of the tables a tool touches (``names``), not of the whole database."""
+        return ", ".join(f"{t} {self.prefixes[t]}0001" for t in names if t in self.prefixes) or "-"
+
+    def _tool_text(self, abstract: dict[str, Any]) -> str:
+        return tool_text(abstract, self.param_columns)
 
     def _tables(self, name: str) -> tuple[list[str], str]:
+        """The tables a tool touches (the database agent's map) and their text, parents included."""
         names = list(self.tool_tables.get(name) or [t.name for t in self.spec.tables])
         return names, tables_text(self.spec, names)
 
-    def code(self, abstract: dict[str, Any], tables: str) -> dict[str, Any]:
-        msgs = render("code", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
-                      tables=tables, id_examples=self.id_examples or "-", clock=self.spec.clock)
+    def code(self, abstract: dict[str, Any]) -> dict[str, Any]:
+        """The code agent's reply for one tool. Its prompt shows only the tables the tool touches:
+        the code never reads a parent table it does not name (the test prompt shows parents, whose
+        ids a fixture references)."""
+        names = list(self.tool_tables.get(abstract["name"]) or [t.name for t in self.spec.tables])
+        msgs = render("code", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
+                      tables=tables_text(self.spec, names, with_parents=False), id_examples=self.id_examples(names),
+                      clock=self.spec.clock)
         reply: dict[str, Any] = self.ask.for_tool(abstract["name"]).json("code", msgs, validate=_check_impl)
         return reply
 
     def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
         world = World.from_snapshot(self.spec, self.base)
         try:
-            rows = sample_rows(world, names)
+            rows = sample_rows(world, names, per_table=1)
             ids = next_ids_text(next_ids(world, names, skip=100))
         finally:
             world.close()
-        msgs = render("test", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
+        msgs = render("test", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
                       tables=tables, rows=rows, next_ids=ids, clock=self.spec.clock)
         out = self.ask.for_tool(abstract["name"]).json("test", msgs, validate=_check_tests)
         return {"fixture": out.get("fixture") or {}, "cases": out["cases"]}
 
     def debug(self, abstract: dict[str, Any], tables: str, impl: dict[str, Any], tests: dict[str, Any],
               failures: list[str], round_no: int) -> dict[str, Any]:
-        msgs = render("debug", title=self.title, tool_name=abstract["name"], tool=self._tool_json(abstract),
+        msgs = render("debug", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
                       tables=tables, implementation=jdump(impl), tests=jdump(tests),
                       failures="\n".join(f"- {f}" for f in failures[:15]), round=round_no,
                       rounds=self.cfg.debug_rounds)
@@ -289,7 +294,7 @@ class ToolImplementer:
         names, tables = self._tables(name)
         history: list[dict[str, Any]] = []
         try:
-            impl = self.code(abstract, tables)
+            impl = self.code(abstract)
             tests = self.tests(abstract, names, tables)
         except LLMOutputError as e:  # unusable output drops the tool; a failing endpoint stops the build
             return _dropped(name, 0, [f"no usable implementation or tests: {e}"], history)

@@ -52,16 +52,52 @@ def summary(text: str, limit: int | None = None) -> str:
     return (text[:cut] if cut > 0 else text[:limit]).rstrip(" ,;:") + " [...]"
 
 
+def and_parents(spec: DomainSpec, names: list[str]) -> list[str]:
+    """``names`` and the tables their foreign keys point at (one level), in ``names``' order first."""
+    wanted = list(names)
+    for n in list(wanted):
+        t = spec.table(n)
+        for c in t.columns if t else []:
+            if c.foreign_key and c.foreign_key.split(".")[0] not in wanted:
+                wanted.append(c.foreign_key.split(".")[0])
+    return wanted
+
+
 def tables_text(spec: DomainSpec, names: list[str] | None = None, with_parents: bool = True) -> str:
     wanted = list(names) if names is not None else [t.name for t in spec.tables]
     if with_parents:
-        for n in list(wanted):
-            t = spec.table(n)
-            for c in t.columns if t else []:
-                if c.foreign_key and c.foreign_key.split(".")[0] not in wanted:
-                    wanted.append(c.foreign_key.split(".")[0])
+        wanted = and_parents(spec, wanted)
     together = (spec.meta or {}).get("unique_together") or {}
     return "\n".join(table_block(t, together.get(t.name)) for t in spec.tables if t.name in wanted)
+
+
+def rules_text(spec: DomainSpec, names: list[str]) -> str:
+    """Per table only what limits a value: links, enums, ranges, uniqueness, optional columns (the
+    column names and value formats come with the sample rows shown beside it; every other column
+    is NOT NULL)."""
+    together = (spec.meta or {}).get("unique_together") or {}
+    lines = []
+    for t in spec.tables:
+        if t.name not in names:
+            continue
+        parts = []
+        for c in t.columns:
+            if c.name == t.primary_key:
+                continue
+            bits = [f"-> {c.foreign_key.split('.')[0]}"] if c.foreign_key else []
+            if c.enum:
+                bits.append("in [" + ", ".join(map(str, c.enum)) + "]")
+            if c.min is not None or c.max is not None:
+                bits.append(f"[{'' if c.min is None else f'{c.min:g}'}..{'' if c.max is None else f'{c.max:g}'}]")
+            if c.unique:
+                bits.append("unique")
+            if c.nullable:
+                bits.append("NULL ok")
+            if bits:
+                parts.append(f"{c.name} {' '.join(bits)}")
+        parts += [f"unique together ({', '.join(g)})" for g in together.get(t.name) or []]
+        lines.append(f"{t.name}: {'; '.join(parts) or '-'}")
+    return "\n".join(lines)
 
 
 def param_sig(p: Param) -> str:
@@ -99,16 +135,17 @@ def abstract_line(t: dict[str, Any]) -> str:
 
 
 def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: int = 3000) -> str:
-    """Whole rows only: every table's first row, then further rows while they fit in ``max_chars``."""
+    """Whole rows only, compactly: per table one line naming its columns, then one JSON array per row
+    (every table's first row always, further rows while they fit in ``max_chars``)."""
+    heads: dict[str, str] = {}
     by_table: dict[str, list[str]] = {}
     for t in dict.fromkeys(tables):
         if world.spec.table(t) is None:
             continue
         pk = world.primary_key(t)
         cur = world.conn.execute(f"SELECT * FROM {quote_ident(t)} ORDER BY {quote_ident(pk)} LIMIT ?", (per_table,))
-        names = [d[0] for d in cur.description]
-        by_table[t] = [f"{t}: " + json.dumps(dict(zip(names, r, strict=True)), sort_keys=False, default=str)
-                       for r in cur]
+        heads[t] = f"{t} ({', '.join(d[0] for d in cur.description)}):"
+        by_table[t] = ["  " + json.dumps(list(r), ensure_ascii=False, default=str) for r in cur]
     shown: dict[str, list[str]] = {t: [] for t in by_table}
     used, left = 0, 0
     for i in range(per_table):
@@ -120,10 +157,55 @@ def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: 
                 continue
             shown[t].append(rows[i])
             used += len(rows[i]) + 1
-    lines = [r for t in by_table for r in shown[t]]
+    # an empty table still shows its columns: prompts that list only a table's rules rely on them
+    lines = [x for t in by_table for x in (heads[t], *(shown[t] or ["  (no rows)"]))]
     if left:
         lines.append(f"({left} more row(s) not shown)")
     return "\n".join(lines) if lines else "(none)"
+
+
+def parse_sample_rows(text: str) -> dict[str, list[dict[str, Any]]]:
+    """The rows :func:`sample_rows` shows, back as dicts by table (for tests and tools reading prompts)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    cols: list[str] = []
+    table = ""
+    for line in text.splitlines():
+        m = re.match(r"^(\w+) \((.*)\):$", line)
+        if m:
+            table, cols = m.group(1), [c.strip() for c in m.group(2).split(",")]
+            out[table] = []
+        elif line.startswith("  [") and table:
+            out[table].append(dict(zip(cols, json.loads(line), strict=True)))
+    return out
+
+
+def tool_text(t: dict[str, Any], param_columns: dict[str, str] | None = None) -> str:
+    """An abstract tool (the tool-schema agent's JSON) as a few plain lines, every fact kept: kind,
+    description, parameters (required*, type, enum, range, the column it carries, description),
+    output, pre/postconditions and error codes."""
+    cols = param_columns or {}
+    lines = [f"{t['name']} ({t.get('kind', 'read')}): {summary(t.get('description', ''))}"]
+    for p in t.get("parameters", []):
+        typ = str(p.get("type", "string")) + (f" of {p['items']}" if p.get("items") else "")
+        bits = [typ + ("" if p.get("required", True) else ", optional")]
+        if p.get("enum"):
+            bits.append("one of " + "|".join(map(str, p["enum"])))
+        if p.get("minimum") is not None or p.get("maximum") is not None:
+            bits.append(f"{'' if p.get('minimum') is None else p['minimum']}..{'' if p.get('maximum') is None else p['maximum']}")
+        col = cols.get(f"{t['name']}.{p['name']}")
+        if col:
+            bits.append(f"= {col}")
+        desc = summary(p.get("description", ""))
+        lines.append(f"- {p['name']} ({'; '.join(bits)})" + (f": {desc}" if desc else ""))
+    if t.get("output"):
+        lines.append(f"output: {summary(str(t['output']))}")
+    for key in ("preconditions", "postconditions"):
+        if t.get(key):
+            lines.append(f"{key}: " + "; ".join(summary(str(x)) for x in t[key]))
+    errors = [f"{e['code']} ({summary(e.get('description', ''))})" if e.get("description") else e["code"]
+              for e in t.get("errors", [])]
+    lines.append("errors: " + (", ".join(errors) or "none"))
+    return "\n".join(lines)
 
 
 def next_ids(world: World, tables: list[str], skip: int = 0) -> dict[str, str]:

@@ -10,12 +10,13 @@ One attempt:
 3. C1 is executed once more to get the expected state (the ground truth comes from execution).
 4. **Expansion**: breadth-first over the core dependencies (``synth.llm.complexity``) from C1's
    tools; a tool joins H when its id inputs are supplied by tools in H and a call of it executes on
-   the task's state. When it does
-   not, the **patch agent** writes rows (bounded per task; a procedural clone is the fallback), and
-   a patch is kept only if C1 still changes exactly the same rows.
+   the task's state. When it does not, a procedural clone of a row is tried first (free), then the
+   **patch agent** writes rows (bounded per task); a patch is kept only if the call then runs and
+   C1 still changes exactly the same rows.
 5. **Gate**: p = π(|D_n|, c(H_n), g) by the gate agent, where g is the share of the **solver**'s
-   best-of-k chains over the unused tools D_n that execute. If p ≥ τ the best executable chain
-   joins H and is expanded; otherwise, while |H| < 20, a random auxiliary chain is added.
+   best-of-k chains over (a sample of) the unused tools D_n that execute; with none executable
+   the gate is not asked. If p ≥ τ the best executable chain joins H and is expanded; otherwise,
+   while |H| < 20, a random auxiliary chain is added.
 6. **Instruction agent** writes the instruction and user profile, checked to mention every literal
    of C1 and no ids that C1 and its rows do not contain.
 7. The task is re-verified after the patches and must pass every integrity gate.
@@ -23,7 +24,6 @@ One attempt:
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from typing import Any
@@ -47,7 +47,14 @@ from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_c
 from scaleenv.synth.llm.complexity import core_complexity, core_pairs
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
-from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_sig
+from scaleenv.synth.llm.render import (
+    jdump,
+    next_ids,
+    next_ids_text,
+    rules_text,
+    sample_rows,
+    tool_sig,
+)
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
@@ -124,28 +131,31 @@ class LLMTaskBuilder(TaskBuilder):
             todo += [c.foreign_key.split(".")[0] for c in table.columns if c.foreign_key]
         return out
 
-    def neighbourhood(self, goal: ToolSpec) -> list[ToolSpec]:
+    def neighbourhood(self, goal: ToolSpec, limit: int = 10) -> list[ToolSpec]:
+        """The tools a chain around ``goal`` can use, at most ``limit``: the goal, the lookups of the
+        tables it reaches, its core predecessors, the reads of its tables, then its core successors."""
         spec = self.spec
         tables = self.ancestry(set(_tables_of(goal)))
         looks = lookup_tools(spec)
+        core = core_pairs(self.ctx)
         names = [goal.name]
         names += [n for t in sorted(tables) for n in looks.get(t, []) if n not in names]
-        names += [p for p in self.ctx.graph.predecessors(goal.name) if p not in names]
-        names += [t.name for t in spec.tools if t.kind == "read" and set(_tables_of(t)) & tables and t.name not in names]
-        names += [s for s in self.ctx.graph.successors(goal.name) if s not in names]
-        return [tool for n in names[:28] if (tool := spec.tool(n)) is not None]
+        names += sorted(a for a, b in core if b == goal.name and a not in names)
+        names += [t.name for t in spec.tools if t.kind == "read" and set(_tables_of(t)) & set(_tables_of(goal))
+                  and t.name not in names]
+        names += sorted(b for a, b in core if a == goal.name and b not in names)
+        return [tool for n in names[:limit] if (tool := spec.tool(n)) is not None]
 
-    def edges_text(self, goal: str, names: set[str], limit: int = 40) -> str:
-        """The goal tool's own core dependencies first, then the others (one per pair), at most ``limit``.
-
-        Core dependencies (see :mod:`scaleenv.synth.llm.complexity`) leave out the loose id matches
-        that make up most of the computed graph and say nothing about how to chain the tools."""
+    def edges_text(self, goal: str, names: set[str], limit: int = 8) -> str:
+        """The goal tool's own core dependencies (see :mod:`scaleenv.synth.llm.complexity`) among
+        ``names``, at most ``limit``: the edges between the other tools say little about a chain to
+        the goal and cost most of the list."""
         core = core_pairs(self.ctx)
         kinds: dict[tuple[str, str], set[str]] = {}
         for a, b, d in self.ctx.graph.edges():
-            if a in names and b in names and a != b and (a, b) in core:
+            if a in names and b in names and a != b and goal in (a, b) and (a, b) in core:
                 kinds.setdefault((a, b), set()).add(d.get("kind", ""))
-        pairs = sorted(kinds, key=lambda p: (goal not in p, p))
+        pairs = sorted(kinds, key=lambda p: (p[1] != goal, p))
         shown = [f"{a}->{b} ({'/'.join(sorted(kinds[(a, b)]))})" for a, b in pairs[:limit]]
         if len(pairs) > limit:
             shown.append(f"... and {len(pairs) - limit} more")
@@ -168,7 +178,10 @@ class LLMTaskBuilder(TaskBuilder):
             raise TaskRejected("no_goal_tools")
         tools = self.neighbourhood(goal)
         names = {t.name for t in tools}
-        tables = sorted({x for t in tools for x in _tables_of(t)})
+        # rows (formats of the literals a customer states) of the tables the lookups search and the
+        # goal acts on, not of every table a shown tool touches
+        looks = lookup_tools(self.spec)
+        tables = sorted({t for t, ns in looks.items() if names & set(ns)} | set(_tables_of(goal)))
         lo, hi = self.config.min_length, self.config.max_length
         if level == "easy":
             hi = min(hi, max(lo, 4))
@@ -187,7 +200,7 @@ class LLMTaskBuilder(TaskBuilder):
                 problems.append(f"the chain has {len(calls)} calls; at most {self.config.max_length}")
             return problems
 
-        msgs = render("chain", title=self.title, task_number=self.attempt, tables=tables_text(self.spec, tables),
+        msgs = render("chain", title=self.title, task_number=self.attempt, tables=rules_text(self.spec, tables),
                       tools="\n".join(tool_sig(t) for t in tools), edges=self.edges_text(goal.name, names),
                       lookups=self.lookups_text(tools),
                       rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
@@ -259,8 +272,8 @@ class LLMTaskBuilder(TaskBuilder):
 
     def write_state(self, density: int) -> bytes:
         tables = self.chain_tables()
-        msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=tables_text(self.spec, tables),
-                      rows=sample_rows(self.world, tables, per_table=2),
+        msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=rules_text(self.spec, tables),
+                      rows=sample_rows(self.world, tables, per_table=1),
                       next_ids=next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50))),
                       clock=self.spec.clock, distractors=max(1, density))
 
@@ -381,7 +394,8 @@ class LLMTaskBuilder(TaskBuilder):
             if gate_open and chains < self.cfg.max_chains:
                 g, best = self.solve(rest, ex)
                 c = core_complexity(ctx, included, core)
-                p = self.gate(len(rest), c, g, chains, len(included))
+                # with no executable chain there is nothing to add: the gate's answer could not matter
+                p = self.gate(len(rest), c, g, chains, len(included)) if best is not None else 0.0
                 accepted = p >= self.cfg.tau and best is not None
                 self.record["gate"].append({"remaining": len(rest), "complexity": round(c, 3), "g": g, "p": p,
                                             "accepted": accepted})
@@ -415,10 +429,16 @@ class LLMTaskBuilder(TaskBuilder):
         return included, ex.patch
 
     def solve(self, rest: list[str], ex: _Exerciser) -> tuple[float, list[Call] | None]:
-        """g(D_n): the share of the solver's k chains over the unused tools that execute."""
+        """g(D_n): the share of the solver's k chains over (a sample of ``cfg.solver_tools``) unused
+        tools that execute."""
         k = max(1, self.cfg.best_of_k)
-        tools = [self.spec.tool(n) for n in rest[:30]]
-        tables = sorted({x for t in tools if t for x in _tables_of(t)})
+        # a sample of D_n (drawn per task, in spec order): the whole of it costs tokens on every ask
+        n = max(1, self.cfg.solver_tools)
+        shown = rest if len(rest) <= n else [rest[i] for i in sorted(self.rng.sample(range(len(rest)), n))]
+        tools = [self.spec.tool(name) for name in shown]
+        tables = sorted({kd.split(".")[0] for t in tools if t for p, kd in self.ctx.io[t.name].inputs.items()
+                         if (param := t.param(p)) is not None and param.required}
+                        or {x for t in tools if t for x in _tables_of(t)})  # rows whose ids a chain passes
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
                       rows=sample_rows(ex.world, tables, per_table=1), clock=self.spec.clock, k=k)
         text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
@@ -448,7 +468,7 @@ class LLMTaskBuilder(TaskBuilder):
             return []
 
         msgs = render("gate", title=self.title, included=included, complexity=f"{c:.2f}", remaining=remaining,
-                      feasibility=f"{g:.2f}", k=self.cfg.best_of_k, chains=chains)
+                      feasibility=f"{g:.2f}", k=self.cfg.best_of_k, chains=chains, tau=f"{self.cfg.tau:g}")
         try:
             return float(self.ask.json("gate", msgs, validate=check)["p"])
         except LLMOutputError:
@@ -481,7 +501,9 @@ class LLMTaskBuilder(TaskBuilder):
             return problems
 
         msgs = render("instruction", title=self.title, chain=chain_to_python(self.chain), rows=rows or "(none)",
-                      answers=answers, withheld=withheld_n)
+                      answers=answers, withheld=("[] (the customer keeps nothing back)" if withheld_n <= 0 else
+                                                 f"the names of at most {withheld_n} known facts the customer "
+                                                 "reveals only when asked"))
         try:
             obj = self.ask.json("instruction", msgs, validate=check)
         except LLMOutputError as e:
@@ -601,7 +623,8 @@ class _Exerciser:
         ok, error = self._runs(tool, args)
         if ok:
             return True
-        return self.llm_patch(tool, args, error) or self.clone_patch(tool)
+        # the free procedural clone first: the patch agent (a request) only when no clone makes the call run
+        return self.clone_patch(tool) or self.llm_patch(tool, args, error)
 
     def _accept(self, rows: dict[str, list[dict[str, Any]]], tool: ToolSpec, args: dict[str, Any]) -> bool:
         trial = World.from_snapshot(self.spec, self.initial)
@@ -637,11 +660,12 @@ class _Exerciser:
         self.budget -= 1
         b = self.b
         tables = [t for t in _tables_of(tool) if self.spec.table(t)] or [t.name for t in self.spec.tables][:4]
-        contracts = {"preconditions": [{"sql": c.sql, "error": c.error} for c in tool.preconditions],
-                     "parameters": [f"{p.name}{'*' if p.required else ''}:{p.type}" for p in tool.parameters]}
-        msgs = render("patch", title=b.title, tool_name=tool.name, tool=tool_sig(tool) + "\n" + json.dumps(contracts),
-                      tables=tables_text(self.spec, tables), rows=sample_rows(self.world, tables, per_table=2),
-                      args=jdump(args or {}), error=error or "it failed",
+        pre = "\n".join(f"- {c.error}: {c.sql}" for c in tool.preconditions) or "- none"
+        msgs = render("patch", title=b.title, tool_name=tool.name, tool=f"{tool_sig(tool)}\nPreconditions (error: SQL "
+                      f"that must be true):\n{pre}",
+                      tables=rules_text(self.spec, tables), rows=sample_rows(self.world, tables, per_table=1),
+                      args=f"the call with arguments {jdump(args)}" if args else "the search for arguments",
+                      error=error or "it failed",
                       next_ids=next_ids_text(next_ids(self.world, tables, skip=500 + 10 * b.record["llm_patches"])),
                       clock=self.spec.clock)
 

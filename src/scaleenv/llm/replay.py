@@ -1,0 +1,128 @@
+"""Answer a relay queue from another queue's recorded answers: a deterministic replay of a hand run.
+
+A build run by hand through :mod:`scaleenv.llm.relay` leaves every prompt and its answer in a queue
+directory. To measure what changed prompts cost without a reader, run the same build against a new
+relay queue and answer each request with the recorded answer to the *same question*: the same role
+about the same subject (the tool a code, test, debug or patch prompt names, the task number of a
+chain prompt, the chain of a state or instruction prompt), the k-th such request getting the k-th
+recorded answer. A request with no recorded counterpart (the dynamics changed: another tool needs a
+patch, the gate is asked once more) gets the recorded answer of its role whose prompt reads most
+alike, and is counted as ``nearest`` so a report can say how much of the replay was exact.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scaleenv.llm.relay import Queue, RelayError, answer
+
+_TOOL = re.compile(r"^Tool name: (\w+)$", re.M)
+_TASK = re.compile(r"^Task number: (\d+)$", re.M)
+_CHAIN = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    msgs = body.get("messages") or []
+    return str(msgs[1].get("content") or "") if len(msgs) > 1 and isinstance(msgs[1], dict) else ""
+
+
+def subject(role: str, body: dict[str, Any]) -> str:
+    """What a request is about, stable across rewordings of its prompt ('' when nothing names it)."""
+    text = _user_text(body)
+    if role in ("code", "test", "debug", "patch"):
+        m = _TOOL.search(text)
+        return m.group(1) if m else ""
+    if role == "chain":
+        m = _TASK.search(text)
+        return m.group(1) if m else ""
+    if role in ("state", "instruction"):
+        m = _CHAIN.search(text)
+        return re.sub(r"\s+", "", m.group(1).replace("'", '"')) if m else ""
+    if role in ("domain", "tool_schema", "database"):
+        return role
+    return ""
+
+
+@dataclass
+class _Recorded:
+    number: int
+    role: str
+    subject: str
+    text: str
+    answer: str
+
+
+@dataclass
+class Replayer:
+    """Recorded answers of one queue, handed out to the requests of another (thread-safe)."""
+
+    recorded: list[_Recorded]
+    used: dict[tuple[str, str], int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=lambda: {"exact": 0, "nearest": 0, "unanswered": 0})
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def from_queue(cls, directory: str | Path) -> Replayer:
+        q = Queue(directory)
+        out = []
+        for n in q.numbers():
+            ans = q.answer_of(n)
+            if ans is None or not ans.strip():
+                continue
+            rec = q.request(n)
+            body = rec.get("body") or {}
+            role = str(rec.get("role") or "")
+            out.append(_Recorded(n, role, subject(role, body), _user_text(body), ans))
+        if not out:
+            raise RelayError(f"{directory}: no answered requests to replay")
+        return cls(out)
+
+    def answer_for(self, role: str, body: dict[str, Any]) -> str | None:
+        """The recorded answer for this request, or None when its role was never answered."""
+        subj = subject(role, body)
+        with self.lock:
+            if subj:
+                same = [r for r in self.recorded if r.role == role and r.subject == subj]
+                k = self.used.get((role, subj), 0)
+                if k < len(same):
+                    self.used[(role, subj)] = k + 1
+                    self.counts["exact"] += 1
+                    return same[k].answer
+            pool = [r for r in self.recorded if r.role == role]
+            if not pool:
+                self.counts["unanswered"] += 1
+                return None
+            text = _user_text(body)
+            best = max(pool, key=lambda r: (difflib.SequenceMatcher(None, r.text, text, autojunk=False).quick_ratio(),
+                                            -r.number))
+            self.counts["nearest"] += 1
+            return best.answer
+
+    def serve(self, queue: str | Path, idle: float = 30.0, poll: float = 0.1,
+              stop: threading.Event | None = None) -> dict[str, int]:
+        """Answer ``queue``'s pending requests as they arrive until none came for ``idle`` seconds
+        (or ``stop`` is set); a request nobody recorded an answer for is left pending."""
+        q = Queue(queue)
+        skipped: set[int] = set()
+        last = time.monotonic()
+        while not (stop is not None and stop.is_set()):
+            todo = [n for n in q.pending() if n not in skipped]
+            for n in todo:
+                rec = q.request(n)
+                text = self.answer_for(str(rec.get("role") or ""), rec.get("body") or {})
+                if text is None:
+                    skipped.add(n)
+                    continue
+                answer(queue, n, text)
+            if todo:
+                last = time.monotonic()
+            elif time.monotonic() - last > idle:
+                break
+            time.sleep(poll)
+        return dict(self.counts)
