@@ -19,12 +19,14 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from scaleenv.errors import ScaleEnvError
+
+T = TypeVar("T")
 
 SHIP_DIR = "scaleenv-shipped"
 """Folder under a worker's temporary directory (``tempfile.gettempdir()``) that holds shipped universes."""
@@ -74,6 +76,17 @@ def unpack_tree(blob: bytes, dest: Path) -> list[str]:
     except tarfile.TarError as e:
         raise ScaleEnvError(f"shipped archive is not readable: {e}") from None
     return names
+
+
+def in_scratch(seed: bytes | None, work: Callable[[Path], T], prefix: str = "scaleenv-build-") -> tuple[T, bytes]:
+    """Run ``work`` on a fresh temporary directory (holding the files of ``seed``, a :func:`pack_files`
+    tar, if given) and return its result with every file the directory then holds, packed; the
+    directory is removed. A worker without the driver's disk builds there and ships the files back."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        root = Path(tmp)
+        if seed:
+            unpack_tree(seed, root)
+        return work(root), pack_tree(root, "")
 
 
 def universe_files(root: Path, domains: Iterable[str] | None = None) -> list[str]:
