@@ -22,9 +22,12 @@ import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from scaleenv.errors import ScaleEnvError
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
 
 T = TypeVar("T")
 
@@ -114,7 +117,7 @@ class ShippedUniverse:
     ``digest`` their SHA-256 (the folder name on each node), ``origin`` the driver's path (shown in
     messages only; workers never open it)."""
 
-    ref: Any
+    ref: ObjectRef[bytes]
     digest: str
     origin: str
     size: int

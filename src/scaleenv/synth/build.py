@@ -11,12 +11,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from queue import Empty, Queue
+from typing import TYPE_CHECKING, Any
 
 from scaleenv import __version__
 from scaleenv.errors import InputError, UniverseError
 from scaleenv.synth.attempts import Progress, load_phase1, run_task_attempts
 from scaleenv.universe import FORMAT, read_json, write_domain, write_json
+
+if TYPE_CHECKING:
+    from multiprocessing.managers import SyncManager
+
+Update = tuple[str, str, int, int]
+"""A progress update: ``(domain, stage, done, total)``."""
 
 LOCK_FILE = ".lock"
 LOCK_WAIT_S = 15.0
@@ -184,7 +191,7 @@ class QueueProgress:
     """A progress callback that a worker process can hold: it puts each update on a queue the
     parent drains."""
 
-    def __init__(self, queue: Any):
+    def __init__(self, queue: Queue[Update]):
         self.queue = queue
 
     def __call__(self, domain: str, stage: str, done: int, total: int) -> None:
@@ -313,7 +320,8 @@ def _run_executor(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress 
 
     results: dict[str, DomainResult] = {}
     root = str(cfg.out.resolve())
-    manager = queue = None
+    manager: SyncManager | None = None
+    queue: Queue[Update] | None = None
     if cfg.executor == "process":
         manager, queue = _progress_queue()
         worker_progress: Progress | None = QueueProgress(queue)
@@ -367,7 +375,7 @@ def _workers(cfg: BuildConfig) -> int:
     return max(1, min(cfg.workers, len(cfg.domains)))
 
 
-def _progress_queue() -> tuple[Any, Any]:
+def _progress_queue() -> tuple[SyncManager, Queue[Update]]:
     """A queue that worker processes can put progress on; its server dies with this process."""
     from multiprocessing.managers import SyncManager
 
@@ -380,13 +388,11 @@ def _progress_queue() -> tuple[Any, Any]:
     return manager, manager.Queue()
 
 
-def _drain(queue: Any, progress: Progress | None) -> None:
-    import queue as q
-
+def _drain(queue: Queue[Update], progress: Progress | None) -> None:
     while True:
         try:
             item = queue.get_nowait()
-        except (q.Empty, EOFError, OSError):
+        except (Empty, EOFError, OSError):
             return
         if progress:
             progress(*item)
