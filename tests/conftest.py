@@ -16,3 +16,10 @@ def local_ray():
     yield ray
     if started:
         ray.shutdown()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the two-node Ray cluster (the ``cluster`` fixture) run first: a process that has run a
+    local Ray instance cannot join another cluster afterwards (Ray keeps per-process state, and the
+    cluster's workers fail with OwnerDiedError), whatever order the files are collected in."""
+    items.sort(key=lambda item: "cluster" not in getattr(item, "fixturenames", ()))
