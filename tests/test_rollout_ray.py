@@ -26,16 +26,6 @@ def universe(tmp_path_factory) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def local_ray():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
-
-
 def _comparable(records):
     return sorted(({k: r[k] for k in ("id", "seed", "termination", "reward", "messages", "tools", "steps")}
                    for r in records), key=lambda r: r["id"])

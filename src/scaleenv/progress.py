@@ -10,11 +10,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 
-def Console(**kw: Any) -> _Console:  # noqa: N802 - a factory standing in for rich's class
+def Console(*, stderr: bool = False) -> _Console:  # noqa: N802 - a factory standing in for rich's class
     """A console that is at least 120 columns wide when output is not a terminal (pipes, CI logs)."""
-    console = _Console(**kw)
+    console = _Console(stderr=stderr)
     if not console.is_terminal:
-        console = _Console(width=max(console.width, 120), **kw)
+        console = _Console(width=max(console.width, 120), stderr=stderr)
     return console
 
 

@@ -188,7 +188,8 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     import pyarrow.parquet as pq
 
-    return pq.read_table(path).to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    return rows
 
 
 __all__ = ["FORMATS", "ExportFormat", "export_universe", "read_rows", "task_row", "task_source", "verl_configs"]

@@ -57,8 +57,8 @@ def replay_completion(session: Session, text: str) -> None:
         session.say(said)
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
+def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None,
+                  **kwargs: object) -> dict[str, Any]:
     """verl's reward function: ``{"score": ..., **components}``.
 
     Uses the components the ``scaleenv_agent`` loop computed (``extra_info["reward_components"]``,

@@ -29,7 +29,8 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from types import ModuleType
+from typing import Any, NoReturn, Protocol
 
 from scaleenv.errors import InputError
 from scaleenv.formats.task import Task
@@ -43,13 +44,26 @@ from scaleenv.integrations.session import (
     TaskSource,
     task_source,
 )
-from scaleenv.tools.runtime import error_output
+from scaleenv.tools.output import error_output
 
 TRANSPORTS = ("stdio", "http")
 RESOURCE_PREFIX = "scaleenv://task/"
 
 
-def _mcp() -> tuple[Any, Any]:
+class _CallParams(Protocol):
+    """What a ``tools/call`` request carries (the SDK's ``CallToolRequestParams``)."""
+
+    name: str
+    arguments: dict[str, Any] | None
+
+
+class _ResourceParams(Protocol):
+    """What a ``resources/read`` request carries (the SDK's ``ReadResourceRequestParams``)."""
+
+    uri: object
+
+
+def _mcp() -> tuple[ModuleType, type[Any]]:
     try:
         import mcp_types as types
         from mcp.server.lowlevel import Server
@@ -62,7 +76,7 @@ def _mcp() -> tuple[Any, Any]:
     return types, Server
 
 
-def _session_key(ctx: Any) -> str | None:
+def _session_key(ctx: object) -> str | None:
     """The MCP session a request belongs to (``None``: stdio, or a request without a session)."""
     conn = getattr(getattr(ctx, "session", None), "_connection", None)
     sid = getattr(conn, "session_id", None)
@@ -126,7 +140,7 @@ class SessionWorlds:
         return len(self._sessions)
 
 
-def tool_list(session: Session, types: Any, *, expose_evaluate: bool = False) -> list[Any]:
+def tool_list(session: Session, types: ModuleType, *, expose_evaluate: bool = False) -> list[Any]:
     """The MCP tools of a session: the domain's tools, the user tool (and ``evaluate`` if exposed)."""
     tools = []
     for schema in session.tool_schemas(user_tool=False):
@@ -154,7 +168,7 @@ def tool_list(session: Session, types: Any, *, expose_evaluate: bool = False) ->
 def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scripted",
                      mode: str = "conversational", name: str = "scaleenv", max_sessions: int = 256,
                      prefer_sessions: bool = False, expose_evaluate: bool = False,
-                     require_session: bool = False) -> Any:
+                     require_session: bool = False) -> Any:  # the SDK's lowlevel Server
     """A low-level MCP ``Server`` for one task; each client session gets a fresh episode.
 
     ``prefer_sessions`` (for streamable HTTP) answers ``server/discover`` with the handshake protocol
@@ -174,14 +188,14 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
     prompt, request = probe.system_prompt(), probe.opening
     probe.close()
 
-    def text(s: str, error: bool = False, structured: dict[str, Any] | None = None) -> Any:
+    def text(s: str, error: bool = False, structured: dict[str, Any] | None = None) -> object:
         kw: dict[str, Any] = {"structured_content": structured} if structured is not None else {}
         return types.CallToolResult(content=[types.TextContent(type="text", text=s)], is_error=error, **kw)
 
-    async def on_list_tools(ctx: Any, params: Any) -> Any:
+    async def on_list_tools(ctx: object, params: object) -> object:
         return types.ListToolsResult(tools=tools)
 
-    async def on_call_tool(ctx: Any, params: Any) -> Any:
+    async def on_call_tool(ctx: object, params: _CallParams) -> object:
         try:
             session = worlds.get(_session_key(ctx))
         except SessionError as e:
@@ -202,13 +216,13 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
         resources["reward"] = ("The reward of this session's world now (JSON, as the evaluate tool).",
                                lambda s: s.reward_text())
 
-    async def on_list_resources(ctx: Any, params: Any) -> Any:
+    async def on_list_resources(ctx: object, params: object) -> object:
         return types.ListResourcesResult(resources=[
             types.Resource(uri=RESOURCE_PREFIX + k, name=k, description=d,
                            mime_type="application/json" if k == "reward" else "text/plain")
             for k, (d, _) in resources.items()])
 
-    async def on_read_resource(ctx: Any, params: Any) -> Any:
+    async def on_read_resource(ctx: object, params: _ResourceParams) -> object:
         uri = str(params.uri)
         key = uri[len(RESOURCE_PREFIX):] if uri.startswith(RESOURCE_PREFIX) else None
         if key not in resources:
@@ -224,8 +238,8 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
     server = Server(name, instructions=f"{prompt}\n\nThe user's request: {request}", on_list_tools=on_list_tools,
                     on_call_tool=on_call_tool, on_list_resources=on_list_resources,
                     on_read_resource=on_read_resource)
-    server.scaleenv_worlds = worlds  # type: ignore[attr-defined] - for tests and introspection
-    server.scaleenv_handlers = {"call_tool": on_call_tool, "read_resource": on_read_resource,  # type: ignore[attr-defined]
+    server.scaleenv_worlds = worlds  # for tests and introspection
+    server.scaleenv_handlers = {"call_tool": on_call_tool, "read_resource": on_read_resource,
                                 "list_tools": on_list_tools, "list_resources": on_list_resources}
     if prefer_sessions:
         _prefer_sessions(server, types)
@@ -240,14 +254,14 @@ def _protocol_error(why: str) -> NoReturn:
     raise MCPError(code=-32602, message=why)
 
 
-def _prefer_sessions(server: Any, types: Any) -> None:
+def _prefer_sessions(server: Any, types: ModuleType) -> None:
     discover = getattr(types, "DiscoverResult", None)
     add = getattr(server, "add_request_handler", None)
     if discover is None or add is None:  # an SDK without the sessionless protocol: nothing to do
         return
     from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-    async def on_discover(ctx: Any, params: Any) -> Any:
+    async def on_discover(ctx: object, params: object) -> object:
         return discover(supported_versions=[HANDSHAKE_PROTOCOL_VERSIONS[-1]], capabilities=server.get_capabilities(),
                         instructions=server.instructions)
 

@@ -18,9 +18,12 @@ OpenEnv adapter.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaleenv.integrations.session import IntegrationError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 try:
     from openenv.core.env_server.http_server import create_app
@@ -85,7 +88,7 @@ class ScaleEnvOpenEnv(Environment):
             raise IntegrationError("reset(task_id=...) first")
         return self._session
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> Any:
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: object) -> ListToolsObservation:
         row = {k: v for k, v in kwargs.items() if k in ("task_id", "task_json", "universe", "mode",
                                                          "extra_info", "info", "env_id")}
         if self._session is not None:
@@ -98,7 +101,8 @@ class ScaleEnvOpenEnv(Environment):
         return ListToolsObservation(tools=self._tools(), done=False, reward=None,
                                     metadata={"messages": s.opening_messages(), "task_id": s.task.id})
 
-    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
+    def step(self, action: object, timeout_s: float | None = None,
+             **kwargs: object) -> ListToolsObservation | CallToolObservation:
         s = self.session
         self._state.step_count += 1
         if isinstance(action, ListToolsAction):
@@ -120,14 +124,14 @@ class ScaleEnvOpenEnv(Environment):
             self._state.done = True
         return self._observe(name, res.output, ok=res.ok)
 
-    def _observe(self, name: str, result: Any, ok: bool = True) -> Any:
+    def _observe(self, name: str, result: object, ok: bool = True) -> CallToolObservation:
         done = self._state.done
         reward = float(self.session.evaluate().score) if done else None
         return CallToolObservation(tool_name=name, result=result, error=None, done=done, reward=reward,
                                    metadata={"ok": ok})
 
     @property
-    def state(self) -> Any:
+    def state(self) -> ScaleEnvOpenEnvState:
         return self._state
 
     def close(self) -> None:
@@ -136,7 +140,7 @@ class ScaleEnvOpenEnv(Environment):
             self._session = None
 
 
-def create_openenv_app(universe: str | Path | None = None, *, max_concurrent_envs: int = 64) -> Any:
+def create_openenv_app(universe: str | Path | None = None, *, max_concurrent_envs: int = 64) -> FastAPI:
     """An OpenEnv FastAPI app serving scaleenv episodes (one per ``/ws`` session)."""
     return create_app(lambda: ScaleEnvOpenEnv(universe), CallToolAction, CallToolObservation, env_name="scaleenv",
                       max_concurrent_envs=max_concurrent_envs, state_cls=ScaleEnvOpenEnvState)

@@ -21,7 +21,7 @@ import os
 import random
 from collections.abc import Coroutine, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scaleenv.env.cache import ENV_UNIVERSE, TaskWorldCache, task_cache
 from scaleenv.env.core import MODES, USER_TOOL, USER_TOOL_SCHEMA, Channel, EnvError, ToolEnv, solo_request
@@ -32,7 +32,9 @@ from scaleenv.errors import InputError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.reward.state import Reward
-from scaleenv.tools.runtime import dumps
+from scaleenv.tools.output import dumps
+
+_T = TypeVar("_T")
 
 __all__ = ["ENV_UNIVERSE", "EVALUATE_TOOL", "MODES", "RESERVED_NAMES", "SOLO_TOOL_SUFFIX", "TOOL_ONLY_SUFFIX",
            "USER_TOOL", "USER_TOOL_SCHEMA", "IntegrationError", "Session", "TaskSource", "answer_text", "gold_calls",
@@ -52,16 +54,17 @@ class IntegrationError(InputError):
     """A dataset row, setting or framework object an adapter cannot use (one line says why)."""
 
 
-def run_sync(coro: Coroutine[Any, Any, Any]) -> Any:
+def run_sync(coro: Coroutine[Any, Any, _T]) -> _T:
     """Run a coroutine that never really awaits (the scripted user) from synchronous code."""
     try:
-        return core_run_sync(coro)
+        result: _T = core_run_sync(coro)
+        return result
     except EnvError:
         raise IntegrationError("this adapter runs the user synchronously; use the scripted user (user='scripted')") \
             from None
 
 
-def parse_task(obj: Any) -> Task:
+def parse_task(obj: object) -> Task:
     """A Task from a JSON string, a dict or a Task."""
     if isinstance(obj, Task):
         return obj
@@ -129,7 +132,7 @@ class Session(ToolEnv):
 
     def reset(self, seed: int | None = None, *, system_prompt: str | None = None
               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        return run_sync(self.areset(seed, system_prompt=system_prompt))  # type: ignore[no-any-return]
+        return run_sync(self.areset(seed, system_prompt=system_prompt))
 
     def reward_json(self) -> dict[str, Any]:
         return reward_json(self.evaluate())
@@ -141,7 +144,7 @@ class Session(ToolEnv):
 # ---------------------------------------------------------------------------- rows
 
 
-def _maybe_json(v: Any) -> Any:
+def _maybe_json(v: object) -> object:
     if isinstance(v, str):
         try:
             return json.loads(v)

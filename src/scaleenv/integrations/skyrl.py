@@ -39,7 +39,7 @@ DEFAULT_MAX_TURNS = 30
 class ScaleEnvSkyRL(BaseTextEnv):
     """A scaleenv task as a SkyRL text environment (tool calls parsed from the model's text)."""
 
-    def __init__(self, env_config: Any = None, extras: dict[str, Any] | None = None):
+    def __init__(self, env_config: object = None, extras: dict[str, Any] | None = None):
         super().__init__()
         extras = dict(extras or {})
         cfg = env_config or {}

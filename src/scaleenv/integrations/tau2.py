@@ -46,7 +46,7 @@ def _keyed(source: TaskSource, domain: str, tables: Mapping[str, list[dict[str, 
     return out
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     return str(v)
@@ -98,7 +98,7 @@ def write_tau2(source: TaskSource, tasks: list[Task], out: Path) -> list[Path]:
     ``data/tau2/domains``: ``<domain>/{tasks.json, split_tasks.json, db.json, policy.md, tools.json}``."""
     from scaleenv.utils.fs import atomic_write_text
 
-    def dump(path: Path, obj: Any) -> Path:
+    def dump(path: Path, obj: object) -> Path:
         atomic_write_text(path, json.dumps(obj, indent=1, ensure_ascii=False, default=str) + "\n")
         return path
 
@@ -295,7 +295,7 @@ def tau2_results(records: Iterable[Mapping[str, Any]], universe: str | Path | No
     agent = settings.get("agent", first.get("agent"))
     user = settings.get("user", first.get("user"))
 
-    def who(impl: Any) -> dict[str, Any]:
+    def who(impl: object) -> dict[str, Any]:
         llm = str(impl).partition(":")[2] if isinstance(impl, str) and impl.startswith("openai:") else None
         return {"implementation": impl or "none", "llm": llm, "llm_args": None}
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import inspect
 import keyword
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from scaleenv.formats.domain import Param, ToolSpec
 from scaleenv.integrations.session import (
@@ -39,13 +39,16 @@ from scaleenv.integrations.session import (
     tool_set_name,
 )
 
+if TYPE_CHECKING:
+    from datasets import Dataset
+
 _BASE_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 
 
-def param_type(p: Param) -> Any:
+def param_type(p: Param) -> object:
     """The Python annotation of a tool parameter (what ``get_json_schema`` maps back to its schema)."""
     if p.enum:
-        return Literal[tuple(p.enum)]  # type: ignore[valid-type]
+        return Literal[tuple(p.enum)]
     if p.type == "array":
         item = _BASE_TYPES[p.items or "string"]
         return list[item]  # type: ignore[valid-type]
@@ -74,7 +77,7 @@ def tool_docstring(tool: ToolSpec, names: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def make_tool_method(tool: ToolSpec) -> Any:
+def make_tool_method(tool: ToolSpec) -> Callable[..., str]:
     """A method ``name(self, **arguments) -> str`` that runs the tool in the env's episode; its
     ``__signature__``, annotations and docstring describe the tool's parameters to TRL."""
     if tool.name in RESERVED_NAMES or tool.name.startswith("_") or not tool.name.isidentifier():
@@ -87,7 +90,7 @@ def make_tool_method(tool: ToolSpec) -> Any:
 
     order = [p.name for p in ordered]
 
-    def method(self: ScaleEnvTRLEnv, *positional: Any, **arguments: Any) -> str:
+    def method(self: ScaleEnvTRLEnv, *positional: object, **arguments: object) -> str:
         args = dict(zip(order, positional, strict=False))  # positional use from Python, in signature order
         args.update({back.get(k, k): v for k, v in arguments.items()})
         return self._call(name, args)
@@ -123,7 +126,7 @@ class ScaleEnvTRLEnv:
     def __init__(self) -> None:
         self._session: Session | None = None
 
-    def reset(self, **row: Any) -> str | None:
+    def reset(self, **row: object) -> str | None:
         """Start a fresh episode for a dataset row (``task_json`` / ``task_id``, ``universe``, ``mode``).
 
         The row's ``prompt`` already holds the system prompt and the user's request, so nothing is
@@ -148,7 +151,7 @@ class ScaleEnvTRLEnv:
     def _call(self, name: str, args: dict[str, Any]) -> str:
         return self.session.call(name, args).output
 
-    def send_message_to_user(self, *positional: Any, **arguments: Any) -> str:
+    def send_message_to_user(self, *positional: object, **arguments: object) -> str:
         """Send a message to the user (a question, or the outcome of their request with every value they asked for).
 
         Args:
@@ -244,7 +247,7 @@ class ScaleEnvTRLSpec:
         return [task_row("trl", self.source, t, i, self.mode) for i, t in enumerate(self.tasks)]
 
     @property
-    def train_dataset(self) -> Any:
+    def train_dataset(self) -> Dataset:
         try:
             import datasets
         except ImportError:
@@ -252,7 +255,7 @@ class ScaleEnvTRLSpec:
         return datasets.Dataset.from_list(self.rows())
 
     @property
-    def environment_factory(self) -> Any:
+    def environment_factory(self) -> type[ScaleEnvTRLEnv] | dict[str, type[ScaleEnvTRLEnv]]:
         if len(self.classes) == 1:
             return next(iter(self.classes.values()))
         return dict(self.classes)

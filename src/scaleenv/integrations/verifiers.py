@@ -15,7 +15,8 @@ verifiers; nothing in scaleenv imports it until you ask for the verifiers adapte
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from pydantic import Field
 
@@ -60,31 +61,44 @@ class ScaleEnvState(vf.State):
     tool_errors: int = 0
 
 
+class _ToolServer(Protocol):
+    """The per-rollout MCP server a toolset registers on: its list and call handlers."""
+
+    list_tools: Callable[..., Any]
+    call_tool: Callable[..., Any]
+
+
+class _Trace(Protocol):
+    """What a reward function reads of a rollout."""
+
+    state: ScaleEnvState
+
+
 class ScaleEnvToolset(vf.Toolset[vf.ToolsetConfig, ScaleEnvState]):
     TOOL_PREFIX = None
 
     session: Session | None = None
 
-    async def setup_task(self, task: Any) -> None:
+    async def setup_task(self, task: ScaleEnvTask) -> None:
         data = task.data
         self.session = Session(task_source(data.universe), parse_task(data.task_json), mode=data.mode)
 
-    def register(self, mcp: Any) -> None:
-        server: Any = mcp
-        server.list_tools = self._with_state(self.list_tools)
-        server.call_tool = self._with_state(self.call_tool)
+    def register(self, mcp: _ToolServer) -> None:
+        mcp.list_tools = self._with_state(self.list_tools)
+        mcp.call_tool = self._with_state(self.call_tool)
 
     def _session(self) -> Session:
         if self.session is None:
             raise IntegrationError("the scaleenv toolset has no task yet (setup_task was not called)")
         return self.session
 
-    async def list_tools(self) -> list[Any]:
+    async def list_tools(self) -> list[Tool]:
         schemas = [*self._session().tool_schemas(user_tool=False), USER_TOOL_SCHEMA]
         return [Tool(name=s["function"]["name"], description=s["function"]["description"],
                      input_schema=s["function"]["parameters"]) for s in schemas]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None) -> Any:
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None,
+                        context: object = None) -> CallToolResult:
         s = self._session()
         res = s.call(name, arguments or {})
         reward = s.evaluate()
@@ -99,11 +113,11 @@ class ScaleEnvToolset(vf.Toolset[vf.ToolsetConfig, ScaleEnvState]):
 
 class ScaleEnvTask(vf.Task[ScaleEnvData, ScaleEnvState, vf.TaskConfig]):
     @classmethod
-    def toolsets(cls, config: Any) -> list[Any]:
+    def toolsets(cls, config: vf.TaskConfig) -> list[ScaleEnvToolset]:
         return []
 
     @vf.reward(weight=1.0)
-    async def scaleenv(self, trace: Any) -> float:
+    async def scaleenv(self, trace: _Trace) -> float:
         state = trace.state
         record = getattr(trace, "record_metric", None)
         if record is not None:
@@ -123,10 +137,10 @@ class ScaleEnvTasksetConfig(vf.TasksetConfig):
 
 class ScaleEnvTaskset(vf.Taskset[ScaleEnvTask, ScaleEnvTasksetConfig]):
     @classmethod
-    def toolsets(cls, config: Any) -> list[Any]:
+    def toolsets(cls, config: ScaleEnvTasksetConfig) -> list[ScaleEnvToolset]:
         return [ScaleEnvToolset(config.tools)]
 
-    def load(self) -> Any:
+    def load(self) -> Iterator[ScaleEnvTask]:
         from scaleenv.integrations.export import select_tasks
 
         source = task_source(self.config.universe)

@@ -24,10 +24,13 @@ reads the components the loop left, or else replays the ``<tool_call>`` blocks o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from scaleenv.integrations.session import IntegrationError
+
+if TYPE_CHECKING:
+    from verl.experimental.agent_loop.tool_parser import FunctionCall
 
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
@@ -61,10 +64,10 @@ class ScaleEnvAgentLoop(ToolAgentLoop):
     universe: str | None = None
     """Universe directory when rows don't carry one (else ``$SCALEENV_UNIVERSE``)."""
 
-    def __init__(self, *args: Any, tools: Any = None, **kwargs: Any):
+    def __init__(self, *args: object, tools: object = None, **kwargs: object):
         super().__init__(*args, tools=None, **kwargs)  # the episode owns the tools
 
-    async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs: Any) -> Any:
+    async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs: Any) -> AgentLoopOutput:
         row: dict[str, Any] = {"extra_info": dict(kwargs.get("extra_info") or {})}
         truth = (kwargs.get("reward_model") or {}).get("ground_truth")
         if truth and "task_json" not in row_fields(row):
@@ -111,12 +114,12 @@ class ScaleEnvAgentLoop(ToolAgentLoop):
                                     "reward_diff": reward.diff[:5]})
         return output
 
-    def _limits_hit(self, agent_data: Any) -> bool:
+    def _limits_hit(self, agent_data: AgentData) -> bool:
         return (len(agent_data.response_mask) >= self.response_length
                 or bool(self.max_assistant_turns and agent_data.assistant_turns >= self.max_assistant_turns)
                 or bool(self.max_user_turns and agent_data.user_turns >= self.max_user_turns))
 
-    async def _handle_user_turn(self, agent_data: Any) -> Any:
+    async def _handle_user_turn(self, agent_data: AgentData) -> AgentState:
         """Assistant text without tool calls: the user answers (a non-trained turn) unless it is over."""
         session: Session = agent_data._scaleenv
         last = agent_data.messages[-1] if agent_data.messages else {}
@@ -142,7 +145,8 @@ class ScaleEnvAgentLoop(ToolAgentLoop):
         agent_data.user_turns += 1
         return AgentState.TERMINATED if session.done else AgentState.GENERATING
 
-    async def _call_tool(self, tool_call: Any, tools_kwargs: dict[str, Any], agent_data: Any) -> Any:
+    async def _call_tool(self, tool_call: FunctionCall, tools_kwargs: dict[str, Any],
+                         agent_data: AgentData) -> tuple[ToolResponse, float, dict[str, Any]]:
         session: Session = agent_data._scaleenv
         _, name, args = parse_tool_call(0, {"function": {"name": tool_call.name, "arguments": tool_call.arguments}})
         res = run_call(session, name, args)

@@ -27,11 +27,16 @@ import os
 import random
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from scaleenv.llm.base import ChatRequest, ChatResponse, LLMError, estimate_tokens, messages_text
+
+if TYPE_CHECKING:
+    import openai as openai_sdk
 
 RETRYABLE_STATUS = {408, 409, 429, 500, 502, 503, 504}
 DEFAULT_TIMEOUT = 120.0
@@ -54,7 +59,7 @@ def is_local(base_url: str | None) -> bool:
     return bool(base_url) and (urlparse(str(base_url)).hostname or "") in LOOPBACK_HOSTS
 
 
-def require_openai() -> Any:
+def require_openai() -> ModuleType:
     try:
         import openai
     except ImportError:
@@ -82,7 +87,7 @@ class RetryPolicy:
     max_backoff: float = 30.0
     rng: random.Random = field(default_factory=random.Random, repr=False, compare=False)
 
-    def retryable(self, openai: Any, e: BaseException) -> bool:
+    def retryable(self, openai: ModuleType, e: BaseException) -> bool:
         if isinstance(e, openai.APITimeoutError | openai.APIConnectionError | TimeoutError | _EmptyReply):
             return True
         if isinstance(e, openai.APIStatusError):
@@ -90,7 +95,7 @@ class RetryPolicy:
         return False
 
     def delay(self, attempt: int, error: BaseException) -> float:
-        delay = min(self.max_backoff, self.backoff * (2 ** attempt))
+        delay: float = min(self.max_backoff, self.backoff * (2 ** attempt))
         headers = getattr(getattr(error, "response", None), "headers", None)
         if headers is not None:
             with contextlib.suppress(TypeError, ValueError):
@@ -98,7 +103,7 @@ class RetryPolicy:
         return delay * (0.75 + 0.5 * self.rng.random())
 
 
-def describe(openai: Any, e: BaseException, model: str, base_url: str | None, timeout: float) -> ChatError:
+def describe(openai: ModuleType, e: BaseException, model: str, base_url: str | None, timeout: float) -> ChatError:
     """The :class:`ChatError` for a failed attempt."""
     where = base_url or "the default endpoint"
     if isinstance(e, openai.APITimeoutError | TimeoutError):
@@ -149,7 +154,7 @@ class ChatReply:
     attempts: int = 1
 
 
-def _tool_calls(raw: Any) -> list[dict[str, Any]]:
+def _tool_calls(raw: Iterable[object] | None) -> list[dict[str, Any]]:
     """The reply's tool calls as plain dicts. A call without a name or with non-string arguments is
     passed on as it came: the environment hands it back to the policy as a tool error."""
     out = []
@@ -170,13 +175,13 @@ class OpenAIChat:
         self.settings = settings
         self.policy = RetryPolicy(settings.max_retries, settings.backoff)
         self._http_client = http_client
-        self._client: Any | None = None
+        self._client: openai_sdk.AsyncOpenAI | None = None
         self._slots: asyncio.Semaphore | None = None
         self.requests = 0
         self.retries = 0
 
     @property
-    def client(self) -> Any:
+    def client(self) -> openai_sdk.AsyncOpenAI:
         if self._client is None:
             openai = require_openai()
             s = self.settings
@@ -242,7 +247,7 @@ class OpenAIChat:
             err = ChatError(err.kind, f"{err.message} (giving up after {self.policy.max_retries + 1} attempts)")
         raise _attempts(err, self.policy.max_retries + 1)
 
-    def _reply(self, resp: Any) -> ChatReply:
+    def _reply(self, resp: object) -> ChatReply:
         s = self.settings
         choices = getattr(resp, "choices", None)
         if not choices:
@@ -287,7 +292,7 @@ class OpenAICompatibleChatModel:
         self.policy = RetryPolicy(max(0, max_retries), backoff, max_backoff)
         self.extra_body = dict(extra_body or {})
         self._slots = threading.BoundedSemaphore(max(1, concurrency))
-        self._client: Any = None
+        self._client: openai_sdk.OpenAI | None = None
         self._lock = threading.Lock()
         self.requests = 0
         self.retries = 0
@@ -297,7 +302,7 @@ class OpenAICompatibleChatModel:
         return self.policy.max_retries
 
     @property
-    def client(self) -> Any:
+    def client(self) -> openai_sdk.OpenAI:
         with self._lock:
             if self._client is None:
                 openai = require_openai()
@@ -337,7 +342,7 @@ class OpenAICompatibleChatModel:
         raise ChatError(kind, f"{where}: giving up after {self.policy.max_retries + 1} attempts: "
                               f"{type(last).__name__}: {str(last)[:300]}", self.policy.max_retries + 1)
 
-    def _response(self, request: ChatRequest, resp: Any) -> ChatResponse:
+    def _response(self, request: ChatRequest, resp: object) -> ChatResponse:
         choices = getattr(resp, "choices", None) or []
         msg = getattr(choices[0], "message", None) if choices else None
         text = getattr(msg, "content", None)
@@ -346,7 +351,7 @@ class OpenAICompatibleChatModel:
         usage = getattr(resp, "usage", None)
         pt, ct = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
         estimated = not (isinstance(pt, int) and isinstance(ct, int))
-        if estimated:
+        if not isinstance(pt, int) or not isinstance(ct, int):
             pt, ct = estimate_tokens(messages_text(request.messages)), estimate_tokens(text)
         return ChatResponse(text=text, prompt_tokens=pt, completion_tokens=ct,
                             model=str(getattr(resp, "model", "") or request.model), estimated=estimated)

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from scaleenv.errors import ProviderError
+
+_T = TypeVar("_T")
 
 
 class ParseError(ProviderError):
@@ -84,9 +86,17 @@ def _candidates(text: str) -> list[str]:
     return [*tagged, *other, text]
 
 
-def parse_json(text: str, expect: type | tuple[type, ...] = (dict, list)) -> Any:
+@overload
+def parse_json(text: str, expect: type[_T]) -> _T: ...
+
+
+@overload
+def parse_json(text: str, expect: tuple[type, ...] = (dict, list)) -> dict[str, Any] | list[Any]: ...
+
+
+def parse_json(text: str, expect: type | tuple[type, ...] = (dict, list)) -> object:
     """The first JSON value of type ``expect`` in ``text`` (fenced blocks first, then the raw text).
-    (Typed ``Any`` like ``json.loads``: the caller's ``expect`` and validator give it its shape.)
+    (A ``dict`` comes back as ``dict[Any, Any]``, like ``json.loads``'s: the caller's validator checks its shape.)
 
     Handles leading and trailing prose, an unclosed final fence, trailing commas, comments and
     Python literals. Raises :class:`ParseError` with the most useful decoder message.

@@ -117,10 +117,11 @@ class LLMSession:
 
     # --- structured output -------------------------------------------------------------
     def json(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
-             expect: type | tuple[type, ...] = dict, domain: str | None = None, task: str | None = None,
-             rounds: int | None = None, tool: str | None = None) -> Any:
-        """Ask for JSON; on a parse error or validator problems, send a repair prompt (bounded)."""
-        return self._structured(role, messages, lambda t: parse_json(t, expect), validate, "one JSON value",
+             domain: str | None = None, task: str | None = None, rounds: int | None = None,
+             tool: str | None = None) -> dict[str, Any]:
+        """Ask for a JSON object; on a parse error or validator problems, send a repair prompt (bounded).
+        (Its values are typed ``Any`` like ``json.loads``'s: ``validate`` checks their shape.)"""
+        return self._structured(role, messages, lambda t: parse_json(t, dict), validate, "one JSON value",
                                 domain, task, rounds, tool)
 
     def code(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
@@ -181,9 +182,9 @@ class Scoped:
         return self.session.chat(role, messages, **self._scope(), temperature=temperature)
 
     def json(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
-             expect: type | tuple[type, ...] = dict, rounds: int | None = None) -> Any:
-        """See :meth:`LLMSession.json` (``Any`` like ``json.loads``: ``validate`` checks its shape)."""
-        return self.session.json(role, messages, **self._scope(), validate=validate, expect=expect, rounds=rounds)
+             rounds: int | None = None) -> dict[str, Any]:
+        """See :meth:`LLMSession.json`."""
+        return self.session.json(role, messages, **self._scope(), validate=validate, rounds=rounds)
 
     def code(self, role: str, messages: list[dict[str, str]], *, validate: Validator | None = None,
              rounds: int | None = None) -> str:

@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.context import BaseContext
 from typing import Any
 
 from scaleenv.errors import ScaleEnvError
@@ -36,7 +37,7 @@ def _run(batch: list[Any]) -> list[Any]:
     return _WORKER.run_batch(batch)
 
 
-def start_context(preload: tuple[str, ...] = ("scaleenv.run.rollout", "scaleenv.synth.build")) -> Any:
+def start_context(preload: tuple[str, ...] = ("scaleenv.run.rollout", "scaleenv.synth.build")) -> BaseContext:
     """``fork`` (fast start) while this process has a single thread; otherwise ``forkserver``, since
     forking a process whose other threads may hold locks (a progress bar's refresh thread writing to
     the terminal) can deadlock the child. ``$SCALEENV_MP_START`` overrides."""

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from scaleenv.errors import ScaleEnvError
 from scaleenv.parallel.base import BatchWorker, Executor, Sink
+from scaleenv.parallel.shipping import ShippedUniverse, ship_universe
 
 
-def require_ray() -> Any:
+def require_ray() -> ModuleType:
     try:
         import ray
     except ImportError:
@@ -43,18 +46,14 @@ class RayExecutor(Executor):
         self.actors: list[Any] = []
         self._started = False
 
-    def ship(self, root: Any, domains: list[str] | None = None) -> Any:
+    def ship(self, root: str | Path, domains: list[str] | None = None) -> ShippedUniverse:
         """Put the universe at ``root`` in Ray's object store (starting or joining Ray first) and return
         the :class:`~scaleenv.parallel.shipping.ShippedUniverse` that workers materialize locally, so
         that nodes need no shared filesystem."""
-        from pathlib import Path
-
-        from scaleenv.parallel.shipping import ship_universe
-
         self._init()
         return ship_universe(Path(root), domains)
 
-    def _init(self) -> Any:
+    def _init(self) -> ModuleType:
         ray = require_ray()
         if not ray.is_initialized():
             try:
@@ -65,7 +64,7 @@ class RayExecutor(Executor):
             self._started = True
         return ray
 
-    def _ensure(self) -> Any:
+    def _ensure(self) -> ModuleType:
         ray = self._init()
         if not self.actors:
             cpus = ray.cluster_resources().get("CPU", 0)

@@ -19,12 +19,17 @@ import os
 import shutil
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from scaleenv.errors import ScaleEnvError
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+
+T = TypeVar("T")
 
 SHIP_DIR = "scaleenv-shipped"
 """Folder under a worker's temporary directory (``tempfile.gettempdir()``) that holds shipped universes."""
@@ -76,6 +81,17 @@ def unpack_tree(blob: bytes, dest: Path) -> list[str]:
     return names
 
 
+def in_scratch(seed: bytes | None, work: Callable[[Path], T], prefix: str = "scaleenv-build-") -> tuple[T, bytes]:
+    """Run ``work`` on a fresh temporary directory (holding the files of ``seed``, a :func:`pack_files`
+    tar, if given) and return its result with every file the directory then holds, packed; the
+    directory is removed. A worker without the driver's disk builds there and ships the files back."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        root = Path(tmp)
+        if seed:
+            unpack_tree(seed, root)
+        return work(root), pack_tree(root, "")
+
+
 def universe_files(root: Path, domains: Iterable[str] | None = None) -> list[str]:
     """What a rollout worker needs of the universe at ``root`` (all domains, or only ``domains``)."""
     import json
@@ -101,7 +117,7 @@ class ShippedUniverse:
     ``digest`` their SHA-256 (the folder name on each node), ``origin`` the driver's path (shown in
     messages only; workers never open it)."""
 
-    ref: Any
+    ref: ObjectRef[bytes]
     digest: str
     origin: str
     size: int

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from scaleenv.formats.task import Call, chain_to_python
 from scaleenv.report.render import badge, e, highlight, table, task_family, task_tier
+from scaleenv.report.runs import Run
 from scaleenv.report.svg import EDGE_COLORS, bar_chart, column_chart, line_chart
 
 PAGES = (("index", "Overview"), ("domains", "Domains"), ("tasks", "Tasks"), ("trajectories", "Trajectories"),
@@ -30,18 +31,18 @@ def shell(page: str, title: str, body: str, *, home: str, root: str, subtitle: s
             f'<script src="{e(root)}assets/app.js"></script></body></html>\n')
 
 
-def stat_cards(items: Sequence[tuple[str, Any]]) -> str:
+def stat_cards(items: Sequence[tuple[str, object]]) -> str:
     return '<div class="stats">' + "".join(
         f'<div class="stat"><b>{e(f"{v:,}" if isinstance(v, int) else v)}</b><span>{e(k)}</span></div>'
         for k, v in items) + "</div>"
 
 
-def _pct(x: Any) -> str:
+def _pct(x: float | str | None) -> str:
     return "-" if x is None else f"{float(x) * 100:.1f}%"
 
 
 def overview_body(u_root: str, manifest: dict[str, Any], counts: dict[str, Any], domain_rows: list[list[Any]],
-                  runs: Sequence[Any], examples: list[dict[str, Any]], root: str) -> str:
+                  runs: Sequence[Run], examples: list[dict[str, Any]], root: str) -> str:
     build = manifest.get("build", {})
     out = [f'<div class="hero"><h1>Universe <code>{e(u_root)}</code></h1>'
            f'<p class="muted">backend {e(manifest.get("backend", "?"))} · seed {e(build.get("seed"))} · '
@@ -132,7 +133,7 @@ def trajectories_body(has_runs: bool) -> str:
 # --- plots -----------------------------------------------------------------------------------
 
 
-def _rate_rows(runs: Sequence[Any], key_of: Any, order: Sequence[str] | None = None,
+def _rate_rows(runs: Sequence[Run], key_of: Callable[[list[Any]], Iterable[str]], order: Sequence[str] | None = None,
                limit: int | None = None) -> list[tuple[str, list[tuple[float, str] | None]]]:
     """Pass rate per group and run: ``key_of(row)`` gives the group keys of one episode row."""
     per: list[dict[str, list[int]]] = []
@@ -161,8 +162,8 @@ def _rate_rows(runs: Sequence[Any], key_of: Any, order: Sequence[str] | None = N
     return rows
 
 
-def plots_body(runs: Sequence[Any], tasks: dict[str, dict[str, Any]], domain_names: Sequence[str],
-               rejections: dict[str, Counter]) -> str:
+def plots_body(runs: Sequence[Run], tasks: dict[str, dict[str, Any]], domain_names: Sequence[str],
+               rejections: dict[str, Counter[str]]) -> str:
     """Every plot, drawn server-side as SVG."""
     names = [r.label for r in runs]
     cards = []
@@ -208,9 +209,9 @@ def plots_body(runs: Sequence[Any], tasks: dict[str, dict[str, Any]], domain_nam
     lengths = Counter(int((t.get("difficulty") or {}).get("chain_length", len(t.get("gold_chain", []))))
                       for t in tasks.values())
     xs = list(range(min(lengths, default=0), max(lengths, default=0) + 1))
-    per_dom: dict[str, Counter] = {"tasks": lengths}
+    per_dom: dict[str, Counter[int]] = {"tasks": lengths}
     card("Gold chain length", column_chart(xs, per_dom, xlabel="calls in the gold chain", ylabel="tasks"))
-    total: Counter = Counter()
+    total: Counter[str] = Counter()
     for c in rejections.values():
         total.update(c)
     rows = [(k, [(float(v), f"{k}: {v} attempts rejected ("

@@ -18,16 +18,16 @@ MAX_TEXT = 2400
 """Characters of one message or tool result kept in the viewer (the JSONL has the full text)."""
 
 
-def e(v: Any) -> str:
+def e(v: object) -> str:
     return escape(str(v), quote=True)
 
 
-def tx(v: Any) -> str:
+def tx(v: object) -> str:
     """Escape element text (quotes need no escaping there, and JSON is full of them)."""
     return escape(str(v), quote=False)
 
 
-def val(v: Any) -> str:
+def val(v: object) -> str:
     """A cell value: JSON-ish, ``null`` greyed."""
     if v is None:
         return '<span class="null">null</span>'
@@ -36,11 +36,11 @@ def val(v: Any) -> str:
     return e(json.dumps(v, sort_keys=True))
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], cls: str = "") -> str:
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], cls: str = "") -> str:
     """A table; cells are escaped unless given as ``("html", markup)``."""
     head = "".join(f"<th>{e(h)}</th>" for h in headers)
 
-    def cell(c: Any) -> str:
+    def cell(c: object) -> str:
         if isinstance(c, tuple) and len(c) == 2 and c[0] == "html":
             return f"<td>{c[1]}</td>"
         return f"<td>{val(c)}</td>"
@@ -49,7 +49,7 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]], cls: str = "") 
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def badge(text: Any, kind: str = "") -> str:
+def badge(text: object, kind: str = "") -> str:
     return f'<span class="badge {e(kind)}">{e(text)}</span>'
 
 
@@ -73,7 +73,7 @@ def highlight(code: str) -> str:
     return "".join(out)
 
 
-def pretty_json(v: Any) -> str:
+def pretty_json(v: object) -> str:
     return highlight(json.dumps(v, indent=2, sort_keys=True, ensure_ascii=False))
 
 
@@ -159,7 +159,7 @@ def task_tier(t: dict[str, Any]) -> str:
     return str(t.get("tier") or d.get("tier") or d.get("level") or "")
 
 
-def _kv(d: Any) -> str:
+def _kv(d: object) -> str:
     """Facts as a two-column table (a dict), or a list of facts (names, or ``{name, value}`` objects)."""
     if not d:
         return '<p class="muted">none</p>'
@@ -302,7 +302,7 @@ def task_html(t: dict[str, Any], changes: Sequence[dict[str, Any]] | None, chang
 # --- episodes --------------------------------------------------------------------------------
 
 
-def _call_summary(name: str, args: Any) -> str:
+def _call_summary(name: str, args: object) -> str:
     if isinstance(args, dict):
         inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
     else:
@@ -310,7 +310,7 @@ def _call_summary(name: str, args: Any) -> str:
     return f"{name}({clip(inner, 140)})"
 
 
-def _parse_args(raw: Any) -> Any:
+def _parse_args(raw: object) -> object:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
@@ -326,7 +326,7 @@ def _is_error(content: str) -> bool:
 def conversation_html(messages: Sequence[dict[str, Any]]) -> str:
     """Messages as chat bubbles; each tool call folded with its result inside."""
     results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
-    used: set[Any] = set()
+    used: set[object] = set()
     out = []
     for m in messages:
         role = m.get("role", "?")
@@ -343,7 +343,8 @@ def conversation_html(messages: Sequence[dict[str, Any]]) -> str:
         calls = [c for c in (m.get("tool_calls") or []) if isinstance(c, dict)]
         body = f'<div class="bubble">{tx(clip(text))}</div>' if text else ""
         for c in calls:
-            fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+            function = c.get("function")
+            fn = function if isinstance(function, dict) else {}
             args = _parse_args(fn.get("arguments"))
             res = results.get(c.get("id"))
             used.add(c.get("id"))

@@ -78,7 +78,7 @@ def records(run: Run) -> Iterator[dict[str, Any]]:
             yield rec
 
 
-def _well_formed(rec: Any) -> bool:
+def _well_formed(rec: object) -> bool:
     """The fields the viewer reads have the types a trajectory record gives them."""
     if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
         return False

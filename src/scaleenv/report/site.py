@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from scaleenv.formats.task import Task
 from scaleenv.report.counts import universe_counts
 from scaleenv.report.pages import (
     domains_body,
@@ -69,7 +70,7 @@ class SiteInfo:
     files: int
 
 
-def js_data(name: str, obj: Any) -> str:
+def js_data(name: str, obj: object) -> str:
     """A data file: a script handing ``obj`` to the page's loader (``JSON.parse`` of a string literal
     is the fastest way for a browser to read a large object)."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -87,7 +88,7 @@ class _Writer:
         p.write_text(text, encoding="utf-8")
         self.files += 1
 
-    def data(self, name: str, obj: Any) -> None:
+    def data(self, name: str, obj: object) -> None:
         self.text(f"data/{name}.js", js_data(name, obj))
 
 
@@ -108,7 +109,7 @@ def _check_target(folder: Path, index: Path) -> None:
         raise ReportError(f"{index} is a folder; pick another --out")
 
 
-def _domain_data(u: Universe, name: str, n_tasks: int, link: str) -> tuple[dict[str, Any], list[Any], Counter]:
+def _domain_data(u: Universe, name: str, n_tasks: int, link: str) -> tuple[dict[str, Any], list[Any], Counter[str]]:
     """One domain's data file (graph SVG, tool cards, tables, tests), its overview row and rejections."""
     spec = json.loads(u.spec(name).model_dump_json())
     graph = u.graph(name)
@@ -138,7 +139,7 @@ def _domain_data(u: Universe, name: str, n_tasks: int, link: str) -> tuple[dict[
     return data, summary, rejections
 
 
-def _expected_change(u: Universe, task: Any, bases: dict[str, bytes]) -> tuple[list[dict[str, Any]] | None, str | None]:
+def _expected_change(u: Universe, task: Task, bases: dict[str, bytes]) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Replay the gold chain on the task's initial world and diff the two worlds on the rows it touched."""
     from scaleenv.errors import ScaleEnvError
     from scaleenv.tools.replay import build_worlds

@@ -7,7 +7,7 @@ viewer's script only adds zoom, pan, filtering and tooltips on top.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
@@ -170,7 +170,7 @@ def bar_chart(rows: Sequence[tuple[str, Sequence[tuple[float, str] | None]]], se
     return "".join(out)
 
 
-def column_chart(xs: Sequence[int | str], series: dict[str, dict[Any, int]], *, xlabel: str, ylabel: str,
+def column_chart(xs: Sequence[int | str], series: Mapping[str, Mapping[Any, int]], *, xlabel: str, ylabel: str,
                  width: int = 640, height: int = 240) -> str:
     """Vertical grouped columns (histograms): ``series`` maps a name to ``{x: count}``."""
     if not xs or not series:

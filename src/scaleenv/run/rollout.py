@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scaleenv.env.agents import AgentOptions, ChatClients
 from scaleenv.env.core import MODES, ToolEnv
@@ -34,8 +34,16 @@ from scaleenv.env.loop import run_episode
 from scaleenv.env.policies import check_agent_spec, make_agent
 from scaleenv.env.users import UserOptions, check_user_spec, make_user
 from scaleenv.errors import InputError, ScaleEnvError
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import episode_id, summary
 from scaleenv.parallel import EXECUTORS, Executor, make_executor
+from scaleenv.parallel.shipping import ShippedUniverse
+from scaleenv.universe import Universe
+
+if TYPE_CHECKING:
+    from rich.progress import ProgressColumn, TaskID
+    from rich.progress import Task as ProgressTask
 
 RESULTS_FORMAT = "scaleenv-results/1"
 Unit = tuple[str, int, int]  # (task_id, trial, seed)
@@ -62,7 +70,7 @@ def environment_errors(sims: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in sims if r["termination_reason"] == "error" and str(r.get("error") or "").startswith(ENV_ERROR)]
 
 
-def check_environment(universe: Any, tasks: list[Any]) -> None:
+def check_environment(universe: Universe, tasks: list[Task]) -> None:
     """Load each selected domain's spec and base world once before any episode runs, so that a broken
     universe fails the rollout (UniverseError) instead of scoring every episode 0."""
     for d in sorted({t.domain for t in tasks}):
@@ -76,14 +84,14 @@ def unit_seed(run_seed: int, task_id: str, trial: int) -> int:
 
 
 def _llm(spec: str | None) -> bool:
-    return bool(spec) and spec.startswith("openai:")
+    return spec is not None and spec.startswith("openai:")
 
 
 @dataclass
 class RolloutJob:
     """What a worker needs (picklable): where the universe is and how to play each episode."""
 
-    universe: Any  # a path, or a ShippedUniverse (parallel/shipping.py) for workers without the driver's disk
+    universe: str | ShippedUniverse  # a ShippedUniverse for workers without the driver's disk
     agent: str
     user: str | None
     mode: str = "conversational"
@@ -149,10 +157,10 @@ class RolloutWorker:
         self._tools_json: dict[str, str] = {}
         self.clients = ChatClients(job.concurrency)
 
-    def spec(self, domain: str) -> Any:
+    def spec(self, domain: str) -> DomainSpec:
         return self.cache.spec(domain)
 
-    def task(self, task_id: str) -> Any:
+    def task(self, task_id: str) -> Task | None:
         try:
             return self.cache.task(task_id)
         except ScaleEnvError:
@@ -169,7 +177,7 @@ class RolloutWorker:
         except ScaleEnvError as e:
             return self._failed(task_id, task.domain, trial, seed, f"cannot build the task's worlds: {e}")
         agent = make_agent(job.agent, job.agent_options, self.clients)
-        user = make_user(job.user, job.user_options, self.clients) if job.mode == "conversational" else None
+        user = make_user(job.user or "", job.user_options, self.clients) if job.mode == "conversational" else None
         with ToolEnv(task, ep, user=user, mode=job.mode, max_turns=job.max_turns, max_user_turns=job.max_user_turns,
                      seed=seed, release=lambda e: self.cache.release(task, e)) as env:
             self.live.add(env)
@@ -342,7 +350,7 @@ def validate_config(cfg: RolloutConfig) -> None:
         raise RolloutError("use either --resume or --force, not both")
 
 
-def select_tasks(universe: Any, cfg: RolloutConfig) -> list[Any]:
+def select_tasks(universe: Universe, cfg: RolloutConfig) -> list[Task]:
     domains = universe.domains
     for d in cfg.domains:
         if d not in domains:
@@ -407,7 +415,7 @@ def _split_model(spec: str | None) -> str | None:
     return spec.partition(":")[2] if spec and spec.startswith("openai:") else None
 
 
-def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Any, tasks: list[Any], units: list[Unit],
+def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Universe, tasks: list[Task], units: list[Unit],
                   records: dict[str, dict[str, Any]], status: str, wall_s: float, new_steps: int,
                   new_episodes: int) -> dict[str, Any]:
     from scaleenv import __version__
@@ -477,7 +485,7 @@ def _mean_reward(sims: list[dict[str, Any]]) -> float | None:
 
 def all_failed(results: dict[str, Any]) -> bool:
     """Whether every episode of a run ended in error (the CLI then exits 1)."""
-    return results["num_episodes"] > 0 and results["errors"] == results["num_episodes"]
+    return bool(results["num_episodes"] > 0 and results["errors"] == results["num_episodes"])
 
 
 def _write_results(path: Path | None, results: dict[str, Any]) -> None:
@@ -488,7 +496,7 @@ def _write_results(path: Path | None, results: dict[str, Any]) -> None:
     atomic_write_text(path, json.dumps(results, indent=1, sort_keys=False, default=str) + "\n")
 
 
-def make_job(cfg: RolloutConfig, universe: Any) -> RolloutJob:
+def make_job(cfg: RolloutConfig, universe: Universe) -> RolloutJob:
     job = RolloutJob(universe=str(Path(universe.root).resolve()), agent=cfg.agent,
                      user=cfg.user if cfg.mode == "conversational" else None, mode=cfg.mode,
                      max_turns=cfg.max_turns, max_user_turns=cfg.max_user_turns, concurrency=concurrency(cfg),
@@ -509,7 +517,6 @@ def run_rollout(cfg: RolloutConfig, on_episode: Callable[[dict[str, Any]], None]
     records under ``"records"`` (for tests and library use). ``executor`` reuses a warm executor
     (its workers must have been built for the same job); otherwise one is made and closed here.
     """
-    from scaleenv.universe import Universe
 
     validate_config(cfg)
     try:
@@ -628,7 +635,7 @@ class RolloutProgress:
             TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("avg reward {task.fields[avg]}  errors {task.fields[errors]}"), _live_column(self),
             console=Console(stderr=True), disable=not enabled, transient=False)
-        self.bar: Any = None
+        self.bar: TaskID | None = None
         self.sum = 0.0
         self.n = 0
         self.errors = 0
@@ -667,12 +674,12 @@ class RolloutProgress:
         return f"in flight {inflight}  turns {self.turns + live_turns}"
 
 
-def _live_column(progress: RolloutProgress) -> Any:
+def _live_column(progress: RolloutProgress) -> ProgressColumn:
     from rich.progress import ProgressColumn
     from rich.text import Text
 
     class LiveColumn(ProgressColumn):
-        def render(self, task: Any) -> Text:
+        def render(self, task: ProgressTask) -> Text:
             return Text(progress.status())
 
     return LiveColumn()
@@ -698,12 +705,12 @@ def print_rollout_table(results: dict[str, Any]) -> None:
         else:
             table.add_column(col, justify="right")
 
-    def row(name: str, b: dict[str, Any], **kw: Any) -> None:
+    def row(name: str, b: dict[str, Any], style: str | None = None) -> None:
         cells = [name, str(b["num_tasks"]), str(b["num_episodes"]), _pct(b["avg_at_k"].get(k))]
         if k != "1":
             cells.append(_pct(b["pass_at_k"].get("1")))
         cells += [_pct(b["pass_at_k"].get(k)), _pct(b["pass_hat_k"].get(k)), str(b["terminations"].get("error", 0))]
-        table.add_row(*cells, **kw)
+        table.add_row(*cells, style=style)
 
     for d in results["per_domain"]:
         row(d["domain"], d)

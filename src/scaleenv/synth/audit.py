@@ -28,10 +28,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import Task
 from scaleenv.universe import Universe
+
+if TYPE_CHECKING:
+    from scaleenv.env.episode import Episode
+    from scaleenv.synth.tasks.context import DomainContext
 
 ZERO_ANSWER_SHARE = 0.05
 """The largest share of answer tasks that may have a zero or empty answer."""
@@ -39,7 +44,7 @@ ZERO_ANSWER_SHARE = 0.05
 EXAMPLES = 5
 """Examples kept per defect class."""
 
-TaskHook = Callable[[Task, Any], list[tuple[str, str]]]
+TaskHook = Callable[[Task, "DomainContext"], list[tuple[str, str]]]
 TextHook = Callable[[str], list[str]]
 UniverseHook = Callable[[Universe], list[tuple[str, str, str]]]
 
@@ -87,7 +92,7 @@ class AuditResult:
     tasks: int = 0
     answer_tasks: int = 0
     zero_answer_tasks: int = 0
-    counts: Counter = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[dict[str, str]]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, cls: str, task: str, detail: str) -> None:
@@ -105,7 +110,7 @@ class AuditResult:
                 "examples": {k: v for k, v in sorted(self.examples.items())}}
 
 
-def value_defect(column: str, value: Any) -> str | None:
+def value_defect(column: str, value: object) -> str | None:
     """Why ``value`` is not a valid value of a column named ``column`` (None when it is)."""
     if not isinstance(value, str):
         return None
@@ -136,11 +141,11 @@ class _DomainAudit:
         self.base_world = World.from_snapshot(self.spec, self.base)
 
 
-def _literal(v: Any) -> bool:
+def _literal(v: object) -> bool:
     return not (isinstance(v, dict) and "$ref" in v)
 
 
-def audit_task(task: Task, dom: _DomainAudit, ep: Any, seed: int, res: AuditResult) -> None:
+def audit_task(task: Task, dom: _DomainAudit, ep: Episode, seed: int, res: AuditResult) -> None:
     """Run every per-task check of the module docstring on ``task`` (its episode is ``ep``)."""
     from scaleenv.synth.tasks.expand import needed_tools
     from scaleenv.synth.tasks.gates import run_gates
@@ -158,8 +163,8 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Any, seed: int, res: AuditResu
 
     spec, ctx, tid = dom.spec, dom.ctx, task.id
     gates = run_gates(ep, task, seed, detail=True)
-    for f in gates.failures():
-        res.add("gate_" + f.removesuffix("_not_0").removesuffix("_not_1"), tid, f"scores {gates.to_json()}")
+    for failure in gates.failures():
+        res.add("gate_" + failure.removesuffix("_not_0").removesuffix("_not_1"), tid, f"scores {gates.to_json()}")
     said = " ".join(task.user_profile.goals)
     # literal arguments of the write goals
     for call in task.gold_chain:
@@ -194,8 +199,8 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Any, seed: int, res: AuditResu
     init_snap = initial.snapshot()
     try:
         effects, final = goal_effects(spec, init_snap, task.gold_chain)
-        for name, why in unobservable_goals(spec, init_snap, effects, final):
-            res.add(why, tid, name)
+        for goal, why in unobservable_goals(spec, init_snap, effects, final):
+            res.add(why, tid, goal)
     except ChainError as e:
         res.add("gate_gold", tid, f"chain does not replay: {e}")
     # look-alikes of the cloned targets
@@ -226,7 +231,8 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Any, seed: int, res: AuditResu
         missing = [o for o in lookalikes(initial, ctx, tbl, row) if o not in distractors.get(tbl, ())]
         if missing:
             col = lookalike_column(ctx, tbl)
-            res.add("lookalike_not_distractor", tid, f"{tbl}[{key}] shares {col}={row.get(col)!r} with {missing[:3]}")
+            shared = row.get(col) if col is not None else None
+            res.add("lookalike_not_distractor", tid, f"{tbl}[{key}] shares {col}={shared!r} with {missing[:3]}")
     # answers
     if task.answer_facts:
         res.answer_tasks += 1
@@ -244,18 +250,18 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Any, seed: int, res: AuditResu
         tool = spec.tool(name)
         if tool is not None and _exercisable(spec, init_snap, tool, ctx):
             res.add("missing_tool", tid, name)
-    for hook in TASK_HOOKS:
-        for cls, detail in hook(task, ctx):
+    for task_hook in TASK_HOOKS:
+        for cls, detail in task_hook(task, ctx):
             res.add(cls, tid, detail)
-    for hook in TEXT_HOOKS:
+    for text_hook in TEXT_HOOKS:
         for text in [task.instruction, *task.user_profile.goals]:
-            for detail in hook(text):
-                res.add("language", tid, str(detail))
+            for said_wrong in text_hook(text):
+                res.add("language", tid, str(said_wrong))
     initial.close()
     world.close()
 
 
-def _exercisable(spec: Any, snap: bytes, tool: Any, ctx: Any) -> bool:
+def _exercisable(spec: DomainSpec, snap: bytes, tool: ToolSpec, ctx: DomainContext) -> bool:
     """Whether ``tool`` runs successfully on the task's initial state (known-good or sampled arguments)."""
     import random
 

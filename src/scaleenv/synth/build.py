@@ -11,12 +11,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from queue import Empty, Queue
+from typing import TYPE_CHECKING, Any
 
 from scaleenv import __version__
 from scaleenv.errors import InputError, UniverseError
 from scaleenv.synth.attempts import Progress, load_phase1, run_task_attempts
 from scaleenv.universe import FORMAT, read_json, write_domain, write_json
+
+if TYPE_CHECKING:
+    from multiprocessing.managers import SyncManager
+
+Update = tuple[str, str, int, int]
+"""A progress update: ``(domain, stage, done, total)``."""
 
 LOCK_FILE = ".lock"
 LOCK_WAIT_S = 15.0
@@ -184,7 +191,7 @@ class QueueProgress:
     """A progress callback that a worker process can hold: it puts each update on a queue the
     parent drains."""
 
-    def __init__(self, queue: Any):
+    def __init__(self, queue: Queue[Update]):
         self.queue = queue
 
     def __call__(self, domain: str, stage: str, done: int, total: int) -> None:
@@ -212,20 +219,33 @@ class DomainBuilder:
         pass
 
 
-def _job_shipped(args: tuple[str, dict[str, Any], bytes | None]) -> tuple[DomainResult, bytes]:
-    """A Ray build worker without the driver's disk: build the domain in a temporary directory of its
-    own (seeded with the driver's partial files when resuming) and return the files it wrote."""
-    import tempfile
+class ShippedDomainBuilder:
+    """A build worker without the driver's disk (Ray): each batch item is ``(domain, seed)``, where
+    ``seed`` packs the domain's partial files when resuming (else ``None``). It builds the domain in a
+    temporary directory of its own and returns ``(domain, result, files)``, the files it wrote packed
+    (:func:`~scaleenv.parallel.shipping.in_scratch`), for the driver to unpack into the universe."""
 
-    from scaleenv.parallel.shipping import pack_tree, unpack_tree
+    def __init__(self, cfg: dict[str, Any]):
+        self.cfg = cfg
 
-    name, cfg, seed = args
-    with tempfile.TemporaryDirectory(prefix="scaleenv-build-") as tmp:
-        root = Path(tmp)
-        if seed:
-            unpack_tree(seed, root)
-        result = build_one_domain(root, name, cfg, None)
-        return result, pack_tree(root, "")
+    def run_batch(self, batch: list[tuple[str, bytes | None]],
+                  sink: Callable[[Any], None] | None = None) -> list[tuple[str, DomainResult, bytes]]:
+        from scaleenv.parallel.shipping import in_scratch
+
+        out = []
+        for name, seed in batch:
+            result, files = in_scratch(seed, functools.partial(self._build, name))
+            item = (name, result, files)
+            out.append(item)
+            if sink is not None:
+                sink(item)
+        return out
+
+    def _build(self, name: str, root: Path) -> DomainResult:
+        return build_one_domain(root, name, self.cfg, None)
+
+    def close(self) -> None:
+        pass
 
 
 def _domain_files(out: Path, name: str) -> list[str]:
@@ -294,29 +314,27 @@ def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult
 
 def _run_executor(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
     """Build every domain on the configured executor (``scaleenv.parallel``): one domain per batch."""
+    if cfg.executor == "ray":  # workers without the driver's disk: each builds in its own folder, files come back
+        return _run_shipped(cfg, job_cfg, progress)
     from scaleenv.parallel import make_executor
 
-    if cfg.executor == "ray":  # workers without the driver's disk: each builds in its own folder, files come back
-        return _run_ray(cfg, job_cfg, progress)
     results: dict[str, DomainResult] = {}
     root = str(cfg.out.resolve())
-    manager = queue = None
+    manager: SyncManager | None = None
+    queue: Queue[Update] | None = None
     if cfg.executor == "process":
         manager, queue = _progress_queue()
         worker_progress: Progress | None = QueueProgress(queue)
     else:
-        worker_progress = progress if cfg.executor == "serial" else None
+        worker_progress = progress
 
     def sink(item: tuple[str, DomainResult]) -> None:
         name, result = item
         results[name] = result
-        if cfg.executor == "ray" and progress:
-            progress(result.domain, "tasks", result.tasks, cfg.tasks_per_domain)
 
     try:
         factory = functools.partial(DomainBuilder, root, job_cfg, worker_progress)
-        with make_executor(cfg.executor, factory, workers=max(1, min(cfg.workers, len(cfg.domains))),
-                           ray_address=cfg.ray_address) as executor:
+        with make_executor(cfg.executor, factory, workers=_workers(cfg)) as executor:
             executor.run(([n] for n in cfg.domains), sink, tick=(lambda: _drain(queue, progress)) if queue else None)
         if queue is not None:
             _drain(queue, progress)
@@ -326,7 +344,38 @@ def _run_executor(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress 
     return results
 
 
-def _progress_queue() -> tuple[Any, Any]:
+def _run_shipped(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
+    """The Ray build: :class:`ShippedDomainBuilder` actors on ``parallel``'s RayExecutor; each finished
+    domain's files are unpacked into the universe here, as they arrive."""
+    from scaleenv.parallel import make_executor
+    from scaleenv.parallel.shipping import pack_files, unpack_tree
+
+    results: dict[str, DomainResult] = {}
+
+    def batches() -> Iterator[list[tuple[str, bytes | None]]]:
+        for n in cfg.domains:  # packed lazily: only the batches in flight hold their seed files
+            yield [(n, pack_files(cfg.out, _domain_files(cfg.out, n)) if cfg.resume else None)]
+
+    def sink(item: tuple[str, DomainResult, bytes]) -> None:
+        name, result, files = item
+        before = set(_domain_files(cfg.out, name))
+        for rel in before - set(unpack_tree(files, cfg.out)):  # the worker removed it (a resumed partial file)
+            (cfg.out / rel).unlink()
+        results[name] = result
+        if progress:
+            progress(result.domain, "tasks", result.tasks, cfg.tasks_per_domain)
+
+    factory = functools.partial(ShippedDomainBuilder, job_cfg)
+    with make_executor("ray", factory, workers=_workers(cfg), ray_address=cfg.ray_address) as executor:
+        executor.run(batches(), sink)
+    return results
+
+
+def _workers(cfg: BuildConfig) -> int:
+    return max(1, min(cfg.workers, len(cfg.domains)))
+
+
+def _progress_queue() -> tuple[SyncManager, Queue[Update]]:
     """A queue that worker processes can put progress on; its server dies with this process."""
     from multiprocessing.managers import SyncManager
 
@@ -339,45 +388,11 @@ def _progress_queue() -> tuple[Any, Any]:
     return manager, manager.Queue()
 
 
-def _drain(queue: Any, progress: Progress | None) -> None:
-    import queue as q
-
+def _drain(queue: Queue[Update], progress: Progress | None) -> None:
     while True:
         try:
             item = queue.get_nowait()
-        except (q.Empty, EOFError, OSError):
+        except (Empty, EOFError, OSError):
             return
         if progress:
             progress(*item)
-
-
-def _run_ray(cfg: BuildConfig, job_cfg: dict[str, Any], progress: Progress | None) -> dict[str, DomainResult]:
-    try:
-        import ray
-    except ImportError:
-        raise InputError("the ray executor needs Ray: pip install 'scaleenv[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        ray.init(address=cfg.ray_address, num_cpus=None if cfg.ray_address else cfg.workers,
-                 include_dashboard=False, log_to_driver=False)
-        started = True
-    try:
-        from scaleenv.parallel.shipping import pack_files, unpack_tree
-
-        # Workers build in their own temporary directories and send the files back: no shared disk.
-        remote = ray.remote(_job_shipped)
-        refs = {remote.remote((n, job_cfg, pack_files(cfg.out, _domain_files(cfg.out, n)) if cfg.resume else None)): n
-                for n in cfg.domains}
-        results: dict[str, DomainResult] = {}
-        pending = list(refs)
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            r, files = ray.get(done[0])
-            unpack_tree(files, cfg.out)
-            results[refs[done[0]]] = r
-            if progress:
-                progress(r.domain, "tasks", r.tasks, cfg.tasks_per_domain)
-        return results
-    finally:
-        if started:
-            ray.shutdown()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, TypeAlias
 
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import Param, ToolSpec
+
+Scalar: TypeAlias = str | int | float | bool
+"""A checked argument value, as SQLite binds it (arrays are bound as JSON text)."""
 
 _MAX_STRING = 10_000
 _MAX_ARRAY = 1_000
@@ -32,7 +35,7 @@ def _int_ok(value: int) -> int:
     return value
 
 
-def _type_ok(value: Any, typ: str) -> Any:
+def _type_ok(value: object, typ: str) -> Scalar:
     """Return the value coerced to the parameter type, or raise ValueError."""
     if typ == "string":
         if not isinstance(value, str):
@@ -67,7 +70,7 @@ def _type_ok(value: Any, typ: str) -> Any:
     raise ValueError(f"unsupported type {typ}")
 
 
-def _check_param(p: Param, value: Any) -> Any:
+def _check_param(p: Param, value: object) -> Scalar:
     if p.type == "array":
         if not isinstance(value, list):
             raise ValueError("expected an array")
@@ -77,6 +80,8 @@ def _check_param(p: Param, value: Any) -> Any:
     value = _type_ok(value, p.type)
     if p.enum is not None and value not in p.enum:
         raise ValueError(f"must be one of {list(p.enum)}")
+    if not isinstance(value, int | float):  # bounds apply to numbers only (as in JSON Schema)
+        return value
     if p.minimum is not None and value < p.minimum:
         raise ValueError(f"must be >= {p.minimum:g}")
     if p.maximum is not None and value > p.maximum:
@@ -84,7 +89,7 @@ def _check_param(p: Param, value: Any) -> Any:
     return value
 
 
-def validate_arguments(tool: ToolSpec, args: Any) -> dict[str, Any]:
+def validate_arguments(tool: ToolSpec, args: object) -> dict[str, Any]:
     """Check ``args`` (a dict or a JSON object string) and return the bound parameters.
 
     Every declared parameter is present in the result (absent optional ones are ``None``);

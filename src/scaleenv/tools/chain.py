@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from scaleenv.errors import ToolCallError, ToolError
@@ -17,7 +18,9 @@ class ChainError(ToolCallError):
         super().__init__(f"step {step}: {message}")
 
 
-def resolve(value: Any, outputs: list[Any], step: int) -> Any:
+def resolve(value: object, outputs: Sequence[object], step: int) -> object:
+    """``value`` itself, or (a ``{"$ref": i, "field": f, "where": {...}}`` reference) field ``f`` of step
+    ``i``'s output (of its first row matching ``where``, for a list output)."""
     if not (isinstance(value, dict) and "$ref" in value):
         return value
     src = value["$ref"]

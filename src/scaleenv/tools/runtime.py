@@ -12,6 +12,7 @@ from typing import Any
 
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import Contract, Generated, ToolSpec
+from scaleenv.formats.jsonvalue import JSONValue
 from scaleenv.tools.args import validate_arguments
 from scaleenv.tools.output import dumps, error_output
 from scaleenv.tools.pyimpl import WorldAPI, compile_python_tool
@@ -26,7 +27,7 @@ class ToolResult:
 
     ok: bool
     output: str
-    value: Any = None
+    value: JSONValue = None
     error: str | None = None
     message: str | None = None
 
@@ -66,7 +67,7 @@ def _next_id_sql(world: World, name: str, g: Generated) -> str:
     return sql
 
 
-def _generate(world: World, name: str, g: Generated) -> Any:
+def _generate(world: World, name: str, g: Generated) -> str | int:
     if g.kind == "now":
         return world.clock
     if g.kind == "today":
@@ -80,7 +81,7 @@ def _generate(world: World, name: str, g: Generated) -> Any:
     return f"{g.prefix}{nxt:0{g.width}d}" if g.prefix or g.width else nxt
 
 
-def _shape(cur: sqlite3.Cursor, mode: str) -> Any:
+def _shape(cur: sqlite3.Cursor, mode: str) -> JSONValue:
     names = [d[0] for d in cur.description or ()]
     if mode == "scalar":
         r = cur.fetchone()
@@ -91,7 +92,7 @@ def _shape(cur: sqlite3.Cursor, mode: str) -> Any:
     return [dict(zip(names, r, strict=True)) for r in cur]
 
 
-def run_tool(world: World, tool: ToolSpec, args: Any) -> Any:
+def run_tool(world: World, tool: ToolSpec, args: object) -> JSONValue:
     """Execute ``tool`` and return its result value; raise ToolError on any failure (world unchanged)."""
     return _run(world, tool, args)[0]
 
@@ -106,7 +107,7 @@ def _db_error(tool: ToolSpec, e: sqlite3.Error, what: str) -> ToolError:
     return ToolError("internal_error", f"{what}: {e}")
 
 
-def _run(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
+def _run(world: World, tool: ToolSpec, args: object) -> tuple[JSONValue, str]:
     """(value, JSON output) of a successful call; any failure raises ToolError with the world unchanged."""
     world.deadline = time.monotonic() + TOOL_TIME_LIMIT_S
     try:
@@ -115,7 +116,7 @@ def _run(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
         world.deadline = None
 
 
-def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
+def _run_unbounded(world: World, tool: ToolSpec, args: object) -> tuple[JSONValue, str]:
     params = validate_arguments(tool, args)
     conn = world.conn
     try:
@@ -129,8 +130,8 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
             if not ok:
                 raise _fail(c, params, f"precondition failed for {tool.name}")
         if tool.kind == "read" and tool.implementation.kind == "sql" and not tool.effects:
-            value = _returns(conn, tool, params)
-            return value, dumps(value)
+            read = _returns(conn, tool, params)
+            return read, dumps(read)
     except ToolError:
         raise
     except Exception as e:  # noqa: BLE001 - e.g. a value SQLite cannot bind; never escape the episode
@@ -138,10 +139,11 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     conn.execute("SAVEPOINT tool_call")
     before = conn.total_changes
     try:
-        value = None
+        value: JSONValue = None
+        raw: object = None  # what a Python tool returned
         python = tool.implementation.kind == "python"
         if python:
-            value = _python(world, tool, params)
+            raw = _python(world, tool, params)
         for stmt in tool.effects:
             conn.execute(stmt, params)
         if tool.kind == "read" and conn.total_changes != before:
@@ -153,7 +155,7 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
             value = _returns(conn, tool, params)
             output = dumps(value)
         else:
-            output = dumps(value)
+            output = dumps(raw)
             if python:  # whatever Python returned, the agent and the caller see the same JSON value
                 value = json.loads(output)
     except ToolError:
@@ -175,7 +177,7 @@ def _run_unbounded(world: World, tool: ToolSpec, args: Any) -> tuple[Any, str]:
     return value, output
 
 
-def _python(world: World, tool: ToolSpec, params: dict[str, Any]) -> Any:
+def _python(world: World, tool: ToolSpec, params: dict[str, Any]) -> object:
     """A Python tool's value: its code runs in a sandboxed child and only its writes come back
     (see ``sandbox.run_python_call``); in a sandbox child itself it runs here, already confined."""
     import scaleenv.tools.sandbox as sandbox
@@ -188,7 +190,7 @@ def _python(world: World, tool: ToolSpec, params: dict[str, Any]) -> Any:
         return fn(WorldAPI(world.conn, world.clock), dict(params))
 
 
-def _returns(conn: sqlite3.Connection, tool: ToolSpec, params: dict[str, Any]) -> Any:
+def _returns(conn: sqlite3.Connection, tool: ToolSpec, params: dict[str, Any]) -> JSONValue:
     if not tool.returns.query or tool.returns.mode == "none":
         return None
     try:
@@ -202,7 +204,7 @@ def _rollback(conn: sqlite3.Connection) -> None:
     conn.execute("RELEASE tool_call")
 
 
-def execute_tool(world: World, tool: ToolSpec, args: Any) -> ToolResult:
+def execute_tool(world: World, tool: ToolSpec, args: object) -> ToolResult:
     """Like :func:`run_tool` but never raises: failures come back as an error result."""
     try:
         value, output = _run(world, tool, args)
@@ -214,7 +216,7 @@ def execute_tool(world: World, tool: ToolSpec, args: Any) -> ToolResult:
     return ToolResult(True, output, value=value)
 
 
-def bind_params(world: World, tool: ToolSpec, args: Any) -> dict[str, Any]:
+def bind_params(world: World, tool: ToolSpec, args: object) -> dict[str, Any]:
     """Validated arguments plus generated values, exactly as the contracts will see them."""
     params = validate_arguments(tool, args)
     for name, g in tool.generated.items():

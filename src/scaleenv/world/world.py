@@ -14,15 +14,21 @@ from collections import ChainMap, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
 from scaleenv.world.ddl import CHANGES_TABLE, META_TABLE, quote_ident, schema_ddl
 from scaleenv.world.guard import PROGRESS_STEPS, GuardedConnection, guarded_connect
 
+Cell = str | int | float | bytes | None
+"""One value SQLite stores (a row's key among them)."""
 
-def norm_value(v: Any) -> Any:
+
+_V = TypeVar("_V")
+
+
+def norm_value(v: _V) -> _V | int:
     """Canonical form of a stored value: integral floats become ints (1.0 == 1)."""
     if isinstance(v, float) and v.is_integer():
         return int(v)
@@ -34,7 +40,7 @@ class RowChange:
     """One row that differs between two worlds: ``kind`` is added, removed or changed."""
 
     table: str
-    key: Any
+    key: Cell
     kind: str
     columns: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     before: dict[str, Any] | None = None
@@ -430,7 +436,7 @@ class World:
         names = [d[0] for d in cur.description]
         return [dict(zip(names, r, strict=True)) for r in cur]
 
-    def row(self, table: str, key: Any) -> dict[str, Any] | None:
+    def row(self, table: str, key: object) -> dict[str, Any] | None:
         pk = self.primary_key(table)
         cur = self.conn.execute(f"SELECT * FROM {quote_ident(table)} WHERE {quote_ident(pk)} = ?", (key,))
         r = cur.fetchone()
@@ -661,7 +667,7 @@ class World:
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
-def _deserialize(conn: sqlite3.Connection, data: Any) -> None:
+def _deserialize(conn: sqlite3.Connection, data: bytes) -> None:
     """``deserialize`` runs an internal ``ATTACH ... AS main``, which the guard otherwise refuses."""
     if not isinstance(conn, GuardedConnection):
         conn.deserialize(data)
@@ -673,19 +679,19 @@ def _deserialize(conn: sqlite3.Connection, data: Any) -> None:
         conn.building = False
 
 
-def _check_snapshot(spec: DomainSpec, data: Any) -> None:
+def _check_snapshot(spec: DomainSpec, data: object) -> None:
     """Reject what is not an SQLite image before it replaces a world's database."""
     if not isinstance(data, bytes | bytearray | memoryview) or bytes(data[:16]) != _SQLITE_HEADER:
         raise WorldError(f"not a snapshot of a {spec.name!r} world (expected the bytes of World.snapshot())")
 
 
-def _sort_key(k: Any) -> tuple[int, Any]:
+def _sort_key(k: object) -> tuple[int, float | str]:
     if isinstance(k, int | float) and not isinstance(k, bool):
         return (0, k)
     return (1, str(k))
 
 
-def _to_sql(v: Any) -> Any:
+def _to_sql(v: object) -> object:
     if isinstance(v, dict | list):
         return json.dumps(v, sort_keys=True)
     if isinstance(v, bool):

@@ -553,7 +553,7 @@ class LLMTaskBuilder(TaskBuilder):
         task.verification.gates = gates.to_json()
         return task
 
-    def answer_of(self, tool: ToolSpec, out: Any) -> tuple[str, Any]:
+    def answer_of(self, tool: ToolSpec, out: object) -> tuple[str, Any]:
         """The attribute a read goal asks about and its value in ``out`` (the last read's output)."""
         if tool.returns.mode == "scalar":
             return human(tool.name), out
