@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from scaleenv.world.canon import register as register_canon
+
 if TYPE_CHECKING:
     from _typeshed import SupportsLenAndGetItem
 
@@ -129,6 +131,7 @@ def guarded_connect() -> GuardedConnection:
         conn.setlimit(which, value)
     conn.set_authorizer(conn.authorize)
     conn.set_progress_handler(conn.progress, PROGRESS_STEPS)
+    register_canon(conn)
     return conn
 
 

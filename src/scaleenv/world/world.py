@@ -18,6 +18,7 @@ from typing import Any
 
 from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
+from scaleenv.world.canon import HASH_VERSION, TableCodec, register, table_digests
 from scaleenv.world.ddl import CHANGES_TABLE, META_TABLE, quote_ident, schema_ddl
 from scaleenv.world.guard import PROGRESS_STEPS, GuardedConnection, guarded_connect
 
@@ -62,6 +63,7 @@ class RowChange:
 # cache), so a hash after a few tool calls costs microseconds, not a full scan.
 
 _MOD = 1 << 128
+_PERSON = f"scaleenv-state{HASH_VERSION}".encode()  # the encoding's version is part of every state hash
 
 
 class _HashBase:
@@ -155,24 +157,13 @@ def register_snapshot(world: World, snap: bytes) -> None:
         _cache_put(("id", id(snap), id(world.spec)), snap, world.spec, base)
 
 
-def _canonical_select(table: Table) -> str:
-    """``SELECT`` of every column in canonical form: integral reals become integers (1.0 -> 1)."""
-    cols = []
-    for c in table.columns:
-        q = quote_ident(c.name)
-        if c.type == "real":
-            q = f"CASE WHEN typeof({q}) = 'real' AND {q} = CAST({q} AS INTEGER) THEN CAST({q} AS INTEGER) ELSE {q} END"
-        cols.append(q)
-    return f"SELECT {', '.join(cols)} FROM {quote_ident(table.name)}"
-
-
 @dataclass(frozen=True)
 class _SpecSetup:
     """What every world of one spec needs, computed once per spec object and shared."""
 
     tables: dict[str, Table]
     order: list[str]
-    canon: dict[str, str]
+    codecs: dict[str, TableCodec]
     pk_index: dict[str, int]
     columns: dict[str, list[str]]
     content_hash: str
@@ -190,7 +181,7 @@ def _setup(spec: DomainSpec) -> _SpecSetup:
     setup = _SpecSetup(
         tables=tables,
         order=sorted(tables),
-        canon={t.name: _canonical_select(t) for t in spec.tables},
+        codecs={t.name: TableCodec(t) for t in spec.tables},
         pk_index={t.name: [c.name for c in t.columns].index(t.primary_key) if t.column(t.primary_key) else 0
                   for t in spec.tables},
         columns={t.name: [c.name for c in t.columns] for t in spec.tables},
@@ -279,7 +270,7 @@ class World:
         setup = self._setup = _setup(spec)
         self._tables = setup.tables
         self._order = setup.order
-        self._canon = setup.canon
+        self._codecs = setup.codecs
         self._pk_index = setup.pk_index
         if conn is None:
             conn = self._connect()
@@ -301,6 +292,7 @@ class World:
             conn.owner_deadline = functools.partial(_weak_deadline, weakref.ref(self))
         else:  # a caller's own connection: at least bound its statements by the tool deadline
             conn.set_progress_handler(self._over_deadline, PROGRESS_STEPS)
+            register(conn)  # guarded connections have the hash's SQL function from guarded_connect
         self.deadline: float | None = None
 
     @staticmethod
@@ -542,7 +534,7 @@ class World:
                         s += d
                         n += 1
                 sums[t], counts[t] = s % _MOD, n
-        h = hashlib.blake2b(digest_size=16)
+        h = hashlib.blake2b(digest_size=16, person=_PERSON)
         for t in self._order:
             h.update(f"\x00{t}\x00{counts[t]}\x00{sums[t]:032x}".encode())
         return h.hexdigest()
@@ -592,14 +584,9 @@ class World:
         return _HashBase({t: self._digests(t) for t in self._order})
 
     def _digests(self, table: str, keys: list[Any] | None = None) -> dict[Any, int]:
-        """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): a 128-bit
-        BLAKE2b of the ``repr`` of the row in canonical form."""
-        # Measured: this comprehension over the cursor beats map() pipelines and fetchall(); half
-        # of the time is SQLite producing the rows, a third is repr().
-        i = self._pk_index[table]
-        b2, fb = hashlib.blake2b, int.from_bytes
-        return {r[i]: fb(b2(repr(r).encode(), digest_size=16).digest(), "little")
-                for r in self._select(table, keys, self._canon[table])}
+        """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): the BLAKE2b-128
+        of the row's canonical text (``world/canon.py``)."""
+        return table_digests(self.conn, self._codecs[table], keys)
 
     def _select(self, table: str, keys: list[Any] | None, q: str | None = None) -> Iterable[tuple[Any, ...]]:
         q = q or f"SELECT * FROM {quote_ident(table)}"
