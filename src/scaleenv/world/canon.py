@@ -150,15 +150,26 @@ def _slow(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | Non
 
 
 def _by_keys(conn: sqlite3.Connection, codec: TableCodec, sql: str, keys: Sequence[Any]) -> list[tuple[Any, ...]]:
+    return select_by_keys(conn, sql, codec.pk_sql, keys)
+
+
+_CHUNK = 512
+
+
+def select_by_keys(conn: sqlite3.Connection, sql: str, pk_sql: str, keys: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """The rows of ``sql`` (a ``SELECT ... FROM table``) whose key column ``pk_sql`` is one of ``keys``.
+
+    The key lists are padded (repeating a key) to a power of two, so that a connection compiles a
+    handful of statements per table instead of one per list length (its statement cache is small).
+    """
     out: list[tuple[Any, ...]] = []
-    if not keys:
-        return out
-    pk = codec.pk_sql
     # Plain placeholders, not json_each: SQLite 3.40 keeps eponymous virtual tables pointing at the
     # schema that deserialize() frees, and a later prepare crashes (use-after-free).
-    for i in range(0, len(keys), 500):
-        chunk = list(keys[i : i + 500])
-        out.extend(conn.execute(f"{sql} WHERE {pk} IN ({', '.join('?' * len(chunk))})", chunk))
+    for i in range(0, len(keys), _CHUNK):
+        chunk = list(keys[i : i + _CHUNK])
+        n = 1 << (len(chunk) - 1).bit_length()
+        chunk.extend(chunk[-1:] * (n - len(chunk)))
+        out.extend(conn.execute(f"{sql} WHERE {pk_sql} IN ({', '.join('?' * n)})", chunk))
     return out
 
 
