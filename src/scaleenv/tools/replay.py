@@ -39,8 +39,8 @@ def build_worlds(spec: DomainSpec, base: bytes, task: Task, *, check_hashes: boo
         outputs = run_chain(world, spec, task.gold_chain)
     except ChainError as e:
         raise UniverseError(f"task {task.id}: gold chain no longer replays ({e})") from None
-    # hashes the chain's rows once: the check below and later hashes reuse them
-    keys = {t: sorted(ks, key=str) for t, ks in world.clear_changes().items()}
+    keys = {t: sorted(ks, key=str) for t, ks in world.touched().items()}
+    world.clear_changes()  # hashes the chain's rows once: the check below and later hashes reuse them
     if check_hashes and world.state_hash() != task.verification.expected_hash:
         raise UniverseError(f"task {task.id}: expected state does not match its recorded hash")
     return TaskWorlds(initial, world, keys, outputs)

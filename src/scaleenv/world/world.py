@@ -516,9 +516,8 @@ class World:
             out.setdefault(tbl, set()).add(pk)
         return out
 
-    def clear_changes(self) -> dict[str, set[Any]]:
-        """Forget the change log: the current state becomes the baseline. Returns what the log held
-        (as :meth:`touched` would have).
+    def clear_changes(self) -> None:
+        """Forget the change log: the current state becomes the baseline.
 
         When the digests of the previous baseline are known, the new baseline's are derived from
         them by re-hashing only the touched rows (no full scan later).
@@ -526,17 +525,15 @@ class World:
         base = self._base
         if base is None and self._snap is not None:
             base = self._cached_base(self._snap)
+        if base is not None:
+            touched = self.touched()
+            if touched:
+                base = base.derive({t: self._digests_now(t, ks) for t, ks in touched.items() if t in self._tables})
         conn = self.conn
-        touched: dict[str, set[Any]] = {}
-        if conn.total_changes != self._clean_mark:
-            for tbl, pk in conn.execute(f"DELETE FROM {CHANGES_TABLE} RETURNING tbl, pk"):
-                touched.setdefault(tbl, set()).add(pk)
+        conn.execute(f"DELETE FROM {CHANGES_TABLE}")
         self._clean_mark = conn.total_changes
-        self._snap = self._base = None  # until the new digests are known: a failure below leaves none
-        if base is not None and touched:
-            base = base.derive({t: self._digests_now(t, ks) for t, ks in touched.items() if t in self._tables})
+        self._snap = None
         self._base = base
-        return touched
 
     def _log_empty(self) -> bool:
         conn = self.conn
