@@ -4,12 +4,14 @@ scan, and every shortcut gives the same hash as reading every row."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scaleenv.formats.domain import DomainSpec
 from scaleenv.world import World
 from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import clear_hash_cache
@@ -29,11 +31,29 @@ def full_hash(world: World) -> str:
         w.close()
 
 
+def canonical(v: Any) -> Any:
+    """The canonical form of a value, written out plainly (``world/canon.py``'s definition)."""
+    if isinstance(v, float):
+        if v.is_integer() and abs(v) < 2**53:
+            return int(v)
+        if abs(v) < 2**32:
+            t = int(v * 10**6)
+            for n in (t, t + (1 if v > 0 else -1)):
+                if n / 10**6 == v:  # int / int: the correctly rounded quotient, as IEEE's float(n) / 1e6
+                    return f"{n}e-6"
+        return repr(v)
+    return v
+
+
 def reference_digests(world: World, table: str) -> dict[Any, int]:
-    """The digest definition, written out plainly: BLAKE2b-128 of repr(canonical row), little-endian."""
-    i = world._pk_index[table]
-    return {r[i]: int.from_bytes(hashlib.blake2b(repr(r).encode(), digest_size=16).digest(), "little")
-            for r in world.conn.execute(world._canon[table])}
+    """The digest definition, written out plainly: BLAKE2b-128 of the row's canonical JSON text, little-endian."""
+    cols = [c.name for c in world.spec.table(table).columns]
+    i = cols.index(world.primary_key(table))
+    out = {}
+    for r in world.conn.execute(f"SELECT {', '.join(cols)} FROM {table}"):
+        text = json.dumps([canonical(v) for v in r], ensure_ascii=False, separators=(",", ":")).encode()
+        out[r[i]] = int.from_bytes(hashlib.blake2b(text, digest_size=16).digest(), "little")
+    return out
 
 
 def no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,3 +133,88 @@ def test_a_snapshot_with_pending_changes_is_not_registered(monkeypatch) -> None:
     other = World.from_snapshot(PROP_SPEC, dirty)
     assert other.state_hash() == w.state_hash()
     assert calls == [1]  # its digests were computed from its rows, not taken from the base
+
+
+# --- the canonical encoding (world/canon.py): SQLite's fast path, the Python definition, the fallbacks ----
+
+money = st.builds(lambda cents, scale: cents / scale, st.integers(-10**9, 10**9), st.sampled_from([1, 10, 100, 10**4, 10**6]))
+any_real = st.one_of(reals, money, st.floats(-2.0**33, 2.0**33, allow_nan=False), st.sampled_from(
+    [2.0**53, -(2.0**53) + 1, 2.0**32 - 1e-6, 2.0**32 + 0.5, 1e-7, -1e-300, 0.1 + 0.2, -0.0]))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=item_rows(), prices=st.lists(any_real, min_size=1, max_size=10), label=texts)
+def test_sqlite_and_python_paths_agree_with_the_definition(rows: list[dict[str, Any]], prices: list[Any],
+                                                           label: str) -> None:
+    from scaleenv.world import canon
+
+    w = World(PROP_SPEC)
+    extra = [{"id": 1000 + i, "label": label, "price": p, "qty": i, "flag": i % 2} for i, p in enumerate(prices)]
+    w.load_rows("items", [*rows, *extra])
+    codec = w._codecs["items"]
+    ref = reference_digests(w, "items")
+    keys = [r["id"] for r in extra[::2]] + [-5]  # a key with no row: absent from the answer
+    assert canon._fast(w.conn, codec, None) == ref
+    assert canon._slow(w.conn, codec, None) == ref
+    assert canon._fast(w.conn, codec, keys) == canon._slow(w.conn, codec, keys) == {k: ref[k] for k in keys if k in ref}
+    w.close()
+
+
+def test_sqlite_here_writes_rows_as_the_definition() -> None:
+    from scaleenv.world import canon
+
+    assert canon.sqlite_matches_definition()  # else every hash takes the (correct, slower) Python path
+
+
+def test_python_path_gives_the_same_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where SQLite writes rows otherwise (another version), hashes are still those of the definition."""
+    from scaleenv.world import canon
+
+    _, snap = base_world()
+    fast = full_hash(World.from_snapshot(PROP_SPEC, snap))
+    monkeypatch.setattr(canon, "_matches", False)
+    assert full_hash(World.from_snapshot(PROP_SPEC, snap)) == fast
+
+
+def test_the_encoding_is_pinned() -> None:
+    """A change to these bytes changes every built task's recorded hashes: make it deliberately, with
+    a new ``HASH_VERSION``."""
+    from scaleenv.world.canon import HASH_VERSION, row_text
+
+    assert HASH_VERSION == 2
+    assert row_text([1, "a\n\"é", None, 2.0, 12.99, 0.1 + 0.2, 1e20, b"\x00\xff"]) == (
+        '[1,"a\\n\\"é",null,2,"12990000e-6","0.30000000000000004","1e+20",{"blob":"00ff"}]').encode()
+    _, snap = base_world()
+    assert full_hash(World.from_snapshot(PROP_SPEC, snap)) == PINNED_HASH
+
+
+PINNED_HASH = "7bd9e52f5e17983b1f5bd44bf5fba302"  # base_world() under HASH_VERSION 2
+
+
+WIDE_SPEC = DomainSpec.model_validate({"name": "wide", "tables": [
+    {"name": "wide", "columns": [{"name": "id", "type": "integer"}, *[{"name": f"c{i}", "type": "real"} for i in range(70)]]},
+    {"name": "by_real", "primary_key": "k", "columns": [{"name": "k", "type": "real"}, {"name": "v", "type": "text"}]},
+]})
+
+
+def test_tables_off_the_fast_path_hash_exactly() -> None:
+    """Wider than the guard's 64 function arguments, or keyed by a real (json would round the key)."""
+    w = World(WIDE_SPEC)
+    assert not w._codecs["wide"].fast and not w._codecs["by_real"].fast
+    w.load_rows("wide", [{"id": i, **{f"c{j}": i * j / 7 for j in range(70)}} for i in range(5)])
+    w.load_rows("by_real", [{"k": 0.1 + 0.2 * i, "v": str(i)} for i in range(5)])
+    w.state_hash()
+    w.conn.execute("UPDATE wide SET c3 = 1.5 WHERE id = 2")
+    w.conn.execute("UPDATE by_real SET v = 'x' WHERE k = ?", (0.1 + 0.2,))
+    assert w.state_hash() == full_hash(w)
+    assert reference_digests(w, "by_real") == w._digests("by_real")
+    w.close()
+
+
+def test_a_universe_of_the_old_encoding_is_refused_in_one_line(tmp_path) -> None:
+    from scaleenv.errors import UniverseError
+    from scaleenv.universe import Universe
+
+    (tmp_path / "universe.json").write_text('{"format": "scaleenv-universe/1", "domains": []}')
+    with pytest.raises(UniverseError, match="older scaleenv .*rebuild it"):
+        Universe(tmp_path).manifest  # noqa: B018

@@ -32,7 +32,8 @@ from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.utils.fs import atomic_write_bytes, atomic_write_text
 
-FORMAT = "scaleenv-universe/1"
+FORMAT = "scaleenv-universe/2"
+"""The universe format; 2: tasks record state hashes of encoding 2 (``world/canon.py`` ``HASH_VERSION``)."""
 DOMAIN_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,99}$")
 """What a domain may be called (a catalog name or an LLM back end's slug): no paths, no numbers-as-JSON."""
 
@@ -169,6 +170,9 @@ class Universe:
         """``universe.json``, checked: its shape, domain names, and a directory for every domain."""
         path = self.root / "universe.json"
         m = read_json(path)
+        if isinstance(m, dict) and m.get("format") == "scaleenv-universe/1":
+            raise UniverseError(f"{path}: built by an older scaleenv (its tasks record state hashes of encoding 1); "
+                                f"rebuild it with `scaleenv build`")
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise UniverseError(f"{path}: not a {FORMAT} manifest")
         _checked(path, m, _Manifest)

@@ -48,6 +48,7 @@ class TaskWorldCache:
         self._specs: dict[str, DomainSpec] = {}
         self._bases: dict[str, bytes] = {}
         self._tasks: dict[str, Task] | None = None
+        self._keys: dict[int, tuple[Task, tuple[str, str, str]]] = {}
 
     # ------------------------------------------------------------------ the universe's files
     def spec(self, domain: str) -> DomainSpec:
@@ -83,7 +84,7 @@ class TaskWorldCache:
     # ------------------------------------------------------------------ worlds and episodes
     def worlds(self, task: Task) -> TaskWorlds:
         """The task's verified worlds (built on first use)."""
-        key = (task.id, task.chain_hash(), task.verification.initial_hash)
+        key = self._key(task)
         with self._lock:
             hit = self._worlds.get(key)
             if hit is not None:
@@ -103,6 +104,7 @@ class TaskWorldCache:
         """An episode of the task: an idle one if there is one, else a new one (reset it before use)."""
         worlds = self.worlds(task)
         with self._lock:
+            worlds.active += 1
             idle = worlds.idle.get(all_tools)
             if idle:
                 reused: Episode = idle.pop()
@@ -110,20 +112,43 @@ class TaskWorldCache:
         return make_episode(self.spec(task.domain), task, worlds, all_tools=all_tools)
 
     def release(self, task: Task, episode: Episode, *, all_tools: bool = False) -> None:
-        """Give an episode back for reuse (closed when the task already has ``max_idle`` waiting)."""
-        key = (task.id, task.chain_hash(), task.verification.initial_hash)
+        """Give an episode back for reuse (closed when the task already has ``max_idle`` waiting).
+
+        Waiting episodes park their worlds, and a task with no episode out suspends its expected
+        world (kept as bytes): their connections, with the schema parsed and statements compiled,
+        serve the next worlds of the domain instead of new connections."""
+        key = self._key(task)
         with self._lock:
             worlds = self._worlds.get(key)
             if worlds is not None and worlds.expected is episode.expected:
+                worlds.active = max(0, worlds.active - 1)
+                if not worlds.active:
+                    worlds.expected.suspend()
                 idle = worlds.idle.setdefault(all_tools, [])
                 if len(idle) < self.max_idle:
+                    episode.park()
                     idle.append(episode)
                     return
         episode.close()
 
     def episode(self, task: Task, *, all_tools: bool = False) -> Episode:
         """A new episode of the task that the caller owns (not returned to the pool)."""
-        return make_episode(self.spec(task.domain), task, self.worlds(task), all_tools=all_tools)
+        worlds = self.worlds(task)
+        with self._lock:
+            worlds.active += 1  # never given back: the expected world stays live for it
+        return make_episode(self.spec(task.domain), task, worlds, all_tools=all_tools)
+
+    def _key(self, task: Task) -> tuple[str, str, str]:
+        """The task's id and content: its gold chain's hash (computed once per task object)."""
+        hit = self._keys.get(id(task))
+        if hit is not None and hit[0] is task:
+            return hit[1]
+        key = (task.id, task.chain_hash(), task.verification.initial_hash)
+        with self._lock:
+            if len(self._keys) > 4 * self.max_tasks + 4096:
+                self._keys.clear()
+            self._keys[id(task)] = (task, key)  # holds the task, so its id cannot be reused while cached
+        return key
 
     def clear(self) -> None:
         with self._lock:

@@ -133,6 +133,14 @@ class Episode:
             self._initial_world = World.from_snapshot(self.spec, self._initial)
         return self._initial_world
 
+    def park(self) -> None:
+        """While the episode waits for reuse: its connections go to the next worlds of the schema;
+        :meth:`reset` (which every reuse starts with) takes one again."""
+        self.world.park()
+        if self._initial_world is not None:
+            self._initial_world.close()
+            self._initial_world = None
+
     def close(self) -> None:
         self.world.close()
         if self._initial_world is not None:

@@ -24,6 +24,8 @@ class TaskWorlds:
     outputs: list[Any]
     idle: dict[bool, list[Any]] = field(default_factory=dict)
     """Idle episodes kept for reuse by the task-world cache, by whether they offer every tool."""
+    active: int = 0
+    """Episodes of these worlds handed out by the task-world cache and not given back."""
 
 
 def build_worlds(spec: DomainSpec, base: bytes, task: Task, *, check_hashes: bool = True) -> TaskWorlds:
@@ -37,8 +39,8 @@ def build_worlds(spec: DomainSpec, base: bytes, task: Task, *, check_hashes: boo
         outputs = run_chain(world, spec, task.gold_chain)
     except ChainError as e:
         raise UniverseError(f"task {task.id}: gold chain no longer replays ({e})") from None
+    keys = {t: sorted(ks, key=str) for t, ks in world.touched().items()}
+    world.clear_changes()  # hashes the chain's rows once: the check below and later hashes reuse them
     if check_hashes and world.state_hash() != task.verification.expected_hash:
         raise UniverseError(f"task {task.id}: expected state does not match its recorded hash")
-    keys = {t: sorted(ks, key=str) for t, ks in world.touched().items()}
-    world.clear_changes()
     return TaskWorlds(initial, world, keys, outputs)

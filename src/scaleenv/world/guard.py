@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from scaleenv.world.canon import register as register_canon
+
 if TYPE_CHECKING:
     from _typeshed import SupportsLenAndGetItem
 
@@ -74,7 +76,14 @@ class GuardedConnection(sqlite3.Connection):
         self.building = False
         self.owner_deadline: Callable[[], float | None] | None = None
         self.extra_authorizer: Authorizer | None = None
+        self.guard_installed = False
+        """Whether :meth:`authorize` is the installed authorizer (installing one expires every compiled
+        statement, so a connection handed to the next world re-installs it only when it must)."""
         self.stmt_start = time.monotonic()
+
+    def set_authorizer(self, authorizer_callback: Authorizer | None, /) -> None:
+        super().set_authorizer(authorizer_callback)
+        self.guard_installed = authorizer_callback == self.authorize
 
     # Each entry point restarts the statement clock; rows fetched later count against it.
     def execute(self, sql: str, parameters: Parameters = (), /) -> sqlite3.Cursor:
@@ -120,7 +129,10 @@ class GuardedConnection(sqlite3.Connection):
 
 def guarded_connect() -> GuardedConnection:
     """A fresh in-memory world connection with the whole guard installed."""
+    # A domain's tools alone run 150-200 distinct statements: the default cache of 128 would recompile
+    # them in turn on a connection that serves task after task (see world.py's connection pool).
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False, factory=GuardedConnection)
+
     assert isinstance(conn, GuardedConnection)
     conn.execute("PRAGMA foreign_keys = ON")
     if hasattr(conn, "enable_load_extension"):
@@ -129,6 +141,7 @@ def guarded_connect() -> GuardedConnection:
         conn.setlimit(which, value)
     conn.set_authorizer(conn.authorize)
     conn.set_progress_handler(conn.progress, PROGRESS_STEPS)
+    register_canon(conn)
     return conn
 
 

@@ -50,7 +50,5 @@ def apply_patch(world: World, patch: dict[str, list[dict[str, Any]]]) -> None:
     if not any(patch.values()):
         world.clear_changes()
         return
-    for t in table_order(world.spec):
-        if patch.get(t):
-            world.load_rows(t, patch[t], log=True)
+    world.load_tables([(t, patch[t]) for t in table_order(world.spec) if patch.get(t)], log=True)
     world.clear_changes()

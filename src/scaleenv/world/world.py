@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
+from scaleenv.world.canon import HASH_VERSION, TableCodec, register, select_by_keys, table_digests
 from scaleenv.world.ddl import CHANGES_TABLE, META_TABLE, quote_ident, schema_ddl
 from scaleenv.world.guard import PROGRESS_STEPS, GuardedConnection, guarded_connect
 
@@ -68,6 +69,7 @@ class RowChange:
 # cache), so a hash after a few tool calls costs microseconds, not a full scan.
 
 _MOD = 1 << 128
+_PERSON = f"scaleenv-state{HASH_VERSION}".encode()  # the encoding's version is part of every state hash
 
 
 class _HashBase:
@@ -161,27 +163,18 @@ def register_snapshot(world: World, snap: bytes) -> None:
         _cache_put(("id", id(snap), id(world.spec)), snap, world.spec, base)
 
 
-def _canonical_select(table: Table) -> str:
-    """``SELECT`` of every column in canonical form: integral reals become integers (1.0 -> 1)."""
-    cols = []
-    for c in table.columns:
-        q = quote_ident(c.name)
-        if c.type == "real":
-            q = f"CASE WHEN typeof({q}) = 'real' AND {q} = CAST({q} AS INTEGER) THEN CAST({q} AS INTEGER) ELSE {q} END"
-        cols.append(q)
-    return f"SELECT {', '.join(cols)} FROM {quote_ident(table.name)}"
-
-
 @dataclass(frozen=True)
 class _SpecSetup:
     """What every world of one spec needs, computed once per spec object and shared."""
 
     tables: dict[str, Table]
     order: list[str]
-    canon: dict[str, str]
+    codecs: dict[str, TableCodec]
     pk_index: dict[str, int]
     columns: dict[str, list[str]]
     content_hash: str
+    inserts: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)
+    """INSERT statements by table and column set, made on first use."""
 
 
 _SETUP: dict[int, tuple[DomainSpec, _SpecSetup]] = {}
@@ -196,7 +189,7 @@ def _setup(spec: DomainSpec) -> _SpecSetup:
     setup = _SpecSetup(
         tables=tables,
         order=sorted(tables),
-        canon={t.name: _canonical_select(t) for t in spec.tables},
+        codecs={t.name: TableCodec(t) for t in spec.tables},
         pk_index={t.name: [c.name for c in t.columns].index(t.primary_key) if t.column(t.primary_key) else 0
                   for t in spec.tables},
         columns={t.name: [c.name for c in t.columns] for t in spec.tables},
@@ -251,9 +244,10 @@ def _pool_give(key: str, conn: sqlite3.Connection) -> bool:
             return False
         if isinstance(conn, GuardedConnection):  # the guard stays; only this world's hooks go
             conn.owner_deadline = None
-            conn.extra_authorizer = None
+            conn.extra_authorizer = None  # statements compiled under it passed stricter rules: they stay
             conn.building = False
-            conn.set_authorizer(conn.authorize)
+            if not conn.guard_installed:  # re-installing expires every compiled statement: only when needed
+                conn.set_authorizer(conn.authorize)
         else:
             conn.set_progress_handler(None, 0)
             conn.set_authorizer(None)
@@ -285,7 +279,7 @@ class World:
         setup = self._setup = _setup(spec)
         self._tables = setup.tables
         self._order = setup.order
-        self._canon = setup.canon
+        self._codecs = setup.codecs
         self._pk_index = setup.pk_index
         if conn is None:
             conn = self._connect()
@@ -298,16 +292,39 @@ class World:
                 raise WorldError(f"cannot build schema for domain {spec.name!r}: {e}") from e
             finally:
                 conn.building = False
-        self.conn = conn
+        self._conn = conn
         self._snap: bytes | None = None
         self._base: _HashBase | None = None
+        self._parked = False  # park(): content dropped until restore()
+        self._kept: bytes | None = None  # suspend(): the content while no connection holds it
+        self._kept_mark = -1  # the connection's total_changes when it took the kept content back
+        # The connection's total_changes (which counts every row written, triggers included) right
+        # after the change log was emptied: while it stays equal, the log is empty without a query.
+        self._clean_mark = -1
+        self._adopt(conn)
+        self.deadline: float | None = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The world's SQLite connection (a suspended world takes one again here, transparently)."""
+        conn = self._conn
+        if conn is _CLOSED and self._kept is not None:
+            return self._resume()
+        return conn
+
+    @conn.setter
+    def conn(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def _adopt(self, conn: sqlite3.Connection) -> None:
+        self._clean_mark = -1
         if isinstance(conn, GuardedConnection):
             # a weak reference: the connection must not keep its world alive (no reference cycle), so a
             # world nobody holds is freed at once and its connection goes back to the pool (__del__)
             conn.owner_deadline = functools.partial(_weak_deadline, weakref.ref(self))
         else:  # a caller's own connection: at least bound its statements by the tool deadline
             conn.set_progress_handler(self._over_deadline, PROGRESS_STEPS)
-        self.deadline: float | None = None
+            register(conn)  # guarded connections have the hash's SQL function from guarded_connect
 
     @staticmethod
     def _connect() -> GuardedConnection:
@@ -330,7 +347,7 @@ class World:
         return world
 
     def __del__(self) -> None:
-        conn = self.__dict__.get("conn")
+        conn = self.__dict__.get("_conn")
         if conn is None or conn is _CLOSED:
             return
         try:
@@ -339,7 +356,7 @@ class World:
             # (``conn = World(spec).conn``, a live cursor) is left alone.
             lone = _LONE_GUARDED_REFS if isinstance(conn, GuardedConnection) else _LONE_REFS
             if sys.getrefcount(conn) <= lone + 1 and _pool_give(self._setup.content_hash, conn):
-                self.conn = _CLOSED
+                self._conn = _CLOSED
         except Exception:  # noqa: BLE001, S110 - finalizers must not raise (e.g. at interpreter exit)
             pass
 
@@ -378,47 +395,17 @@ class World:
         All or nothing: if any row is rejected, none of them is inserted. With ``log=False`` (the
         default) the change log is cleared afterwards, so the loaded rows become the baseline.
         """
-        t = self._tables.get(table)
-        if t is None:
-            raise WorldError(f"unknown table {table!r}")
-        names = [c.name for c in t.columns]
-        known = set(names)
-        cols_for: dict[tuple[Any, ...], tuple[str, ...]] = {}
-        sql_for: dict[tuple[str, ...], str] = {}
-        pending: list[list[Any]] = []
-        current: tuple[str, ...] | None = None
-        n = 0
+        return self.load_tables([(table, rows)], log=log)
+
+    def load_tables(self, tables: Iterable[tuple[str, Iterable[Mapping[str, Any]]]], *, log: bool = False) -> int:
+        """:meth:`load_rows` for several tables in order, all or nothing across them (one savepoint)."""
         conn = self.conn
-
-        def flush() -> None:
-            if pending:
-                conn.executemany(sql_for[current], pending)  # type: ignore[index]
-                pending.clear()
-
+        table = ""
+        n = 0
         try:
             conn.execute("SAVEPOINT load")
-            for row in rows:
-                if not isinstance(row, Mapping):
-                    raise WorldError(f"{table}: row {n} is not a mapping of column -> value")
-                rk = tuple(row)
-                cols = cols_for.get(rk)
-                if cols is None:
-                    extra = set(rk) - known
-                    if extra:
-                        raise WorldError(f"{table}: unknown column(s) {sorted(map(str, extra))}")
-                    cols = tuple(c for c in names if c in row)
-                    cols_for[rk] = cols
-                    if cols not in sql_for:
-                        sql_for[cols] = (
-                            f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, cols))}) "
-                            f"VALUES ({', '.join('?' * len(cols))})"
-                        )
-                if cols != current:
-                    flush()
-                    current = cols
-                pending.append([_to_sql(row[c]) for c in cols])
-                n += 1
-            flush()
+            for table, rows in tables:
+                n += self._insert(conn, table, rows)
             if not log:
                 self.clear_changes()
             conn.execute("RELEASE load")
@@ -429,6 +416,45 @@ class World:
                 raise
             raise WorldError(f"cannot load rows into {table}: {e}") from e
         return n
+
+    def _insert(self, conn: sqlite3.Connection, table: str, rows: Iterable[Mapping[str, Any]]) -> int:
+        t = self._tables.get(table)
+        if t is None:
+            raise WorldError(f"unknown table {table!r}")
+        names = self._setup.columns[table]
+        known = set(names)
+        cols_for: dict[tuple[Any, ...], tuple[str, ...]] = {}
+        pending: list[list[Any]] = []
+        current: tuple[str, ...] | None = None
+        n = 0
+        for row in rows:
+            if not isinstance(row, Mapping):
+                raise WorldError(f"{table}: row {n} is not a mapping of column -> value")
+            rk = tuple(row)
+            cols = cols_for.get(rk)
+            if cols is None:
+                extra = set(rk) - known
+                if extra:
+                    raise WorldError(f"{table}: unknown column(s) {sorted(map(str, extra))}")
+                cols = cols_for[rk] = tuple(c for c in names if c in row)
+            if cols != current:
+                if pending:
+                    conn.executemany(self._insert_sql(table, current), pending)  # type: ignore[arg-type]
+                    pending = []
+                current = cols
+            pending.append([_to_sql(row[c]) for c in cols])
+            n += 1
+        if pending:
+            conn.executemany(self._insert_sql(table, current), pending)  # type: ignore[arg-type]
+        return n
+
+    def _insert_sql(self, table: str, cols: tuple[str, ...]) -> str:
+        cache = self._setup.inserts
+        sql = cache.get((table, cols))
+        if sql is None:
+            sql = cache[(table, cols)] = (f"INSERT INTO {quote_ident(table)} ({', '.join(map(quote_ident, cols))}) "
+                                          f"VALUES ({', '.join('?' * len(cols))})")
+        return sql
 
     def rows(self, table: str) -> list[dict[str, Any]]:
         pk = self.primary_key(table)
@@ -461,13 +487,20 @@ class World:
         snapshot, so worlds restored from it later hash without a scan.
         """
         data = self.conn.serialize()
-        if self._base is not None and self.conn.execute(f"SELECT 1 FROM {CHANGES_TABLE} LIMIT 1").fetchone() is None:
+        if self._base is not None and self._log_empty():
             register_snapshot(self, data)
         return data
 
     def restore(self, data: bytes) -> None:
-        """Reset to a snapshot without re-parsing anything (``deserialize``)."""
+        """Reset to a snapshot without re-parsing anything (``deserialize``); a parked world takes a
+        connection again first."""
         _check_snapshot(self.spec, data)
+        self._kept = None
+        self._clean_mark = -1  # the snapshot brings its own change log
+        if self._parked:
+            conn = _pool_take(self._setup.content_hash) or self._connect()
+            self._adopt(conn)
+            self._conn, self._parked = conn, False
         try:
             _deserialize(self.conn, data)
         except (sqlite3.Error, TypeError, ValueError, OverflowError) as e:
@@ -482,7 +515,10 @@ class World:
     def touched(self) -> dict[str, set[Any]]:
         """Primary keys touched by writes since the change log was last cleared."""
         out: dict[str, set[Any]] = {}
-        for tbl, pk in self.conn.execute(f"SELECT tbl, pk FROM {CHANGES_TABLE}"):
+        conn = self.conn
+        if conn.total_changes == self._clean_mark:
+            return out
+        for tbl, pk in conn.execute(f"SELECT tbl, pk FROM {CHANGES_TABLE}"):
             out.setdefault(tbl, set()).add(pk)
         return out
 
@@ -499,9 +535,17 @@ class World:
             touched = self.touched()
             if touched:
                 base = base.derive({t: self._digests_now(t, ks) for t, ks in touched.items() if t in self._tables})
-        self.conn.execute(f"DELETE FROM {CHANGES_TABLE}")
+        conn = self.conn
+        conn.execute(f"DELETE FROM {CHANGES_TABLE}")
+        self._clean_mark = conn.total_changes
         self._snap = None
         self._base = base
+
+    def _log_empty(self) -> bool:
+        conn = self.conn
+        if conn.total_changes == self._clean_mark:
+            return True
+        return conn.execute(f"SELECT 1 FROM {CHANGES_TABLE} LIMIT 1").fetchone() is None
 
     def _digests_now(self, table: str, keys: Iterable[Any]) -> dict[Any, int | None]:
         """Current digests of ``keys`` in ``table``; ``None`` for the keys that have no row now."""
@@ -548,7 +592,7 @@ class World:
                         s += d
                         n += 1
                 sums[t], counts[t] = s % _MOD, n
-        h = hashlib.blake2b(digest_size=16)
+        h = hashlib.blake2b(digest_size=16, person=_PERSON)
         for t in self._order:
             h.update(f"\x00{t}\x00{counts[t]}\x00{sums[t]:032x}".encode())
         return h.hexdigest()
@@ -570,7 +614,7 @@ class World:
                 hit = _BASE_CACHE.get(by_content)
             if hit is not None:
                 base = hit[2]
-            elif self.conn.execute(f"SELECT 1 FROM {CHANGES_TABLE} LIMIT 1").fetchone() is None:
+            elif self._log_empty():
                 base = self._compute_base()  # this world still holds exactly the snapshot
             else:
                 other = World.from_snapshot(self.spec, snap)
@@ -598,29 +642,15 @@ class World:
         return _HashBase({t: self._digests(t) for t in self._order})
 
     def _digests(self, table: str, keys: list[Any] | None = None) -> dict[Any, int]:
-        """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): a 128-bit
-        BLAKE2b of the ``repr`` of the row in canonical form."""
-        # Measured: this comprehension over the cursor beats map() pipelines and fetchall(); half
-        # of the time is SQLite producing the rows, a third is repr().
-        i = self._pk_index[table]
-        b2, fb = hashlib.blake2b, int.from_bytes
-        return {r[i]: fb(b2(repr(r).encode(), digest_size=16).digest(), "little")
-                for r in self._select(table, keys, self._canon[table])}
+        """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): the BLAKE2b-128
+        of the row's canonical text (``world/canon.py``)."""
+        return table_digests(self.conn, self._codecs[table], keys)
 
     def _select(self, table: str, keys: list[Any] | None, q: str | None = None) -> Iterable[tuple[Any, ...]]:
         q = q or f"SELECT * FROM {quote_ident(table)}"
         if keys is None:
             return self.conn.execute(q)
-        if not keys:
-            return ()
-        pk = quote_ident(self.primary_key(table))
-        # Plain placeholders, not json_each: SQLite 3.40 keeps eponymous virtual tables pointing at
-        # the schema that deserialize() frees, and a later prepare crashes (use-after-free).
-        out: list[tuple[Any, ...]] = []
-        for i in range(0, len(keys), 500):
-            chunk = keys[i : i + 500]
-            out.extend(self.conn.execute(f"{q} WHERE {pk} IN ({', '.join('?' * len(chunk))})", chunk))
-        return out
+        return select_by_keys(self.conn, q, self._codecs[table].pk_sql, keys)
 
     def diff(self, other: World, keys: Mapping[str, Iterable[Any]] | None = None) -> list[RowChange]:
         """Rows of ``other`` that differ from ``self`` (self = before, other = after).
@@ -654,29 +684,75 @@ class World:
         i = names.index(self.primary_key(table))
         return {r[i]: dict(zip(names, r, strict=True)) for r in self._select(table, keys)}
 
+    def park(self) -> None:
+        """Hand the connection to the next world of this schema while this one waits, dropping the
+        content: until the next :meth:`restore` (which takes a connection again) the world is as
+        unusable as a closed one. Idle episodes park, so that a long run reuses warm connections
+        (schema parsed, statements compiled) instead of opening new ones."""
+        if self._conn is _CLOSED:
+            return
+        self._give_back()
+        self._parked = True
+        self._snap = self._base = None
+
+    def suspend(self) -> None:
+        """Hand the connection on but keep the content: the next use of :attr:`conn` takes a connection
+        again and restores it (one ``deserialize``), hashes and change log included. A world suspended
+        again without writes in between keeps the bytes it had (no ``serialize``)."""
+        conn = self._conn
+        if conn is _CLOSED:
+            return
+        if self._kept is None or conn.total_changes != self._kept_mark:
+            self._kept = conn.serialize()
+        self._give_back()
+
+    def _resume(self) -> sqlite3.Connection:
+        with _POOL_LOCK:  # two threads using a suspended world at once resume it once
+            if self._conn is not _CLOSED or self._kept is None:
+                return self._conn
+            conn = _pool_take(self._setup.content_hash) or self._connect()
+            try:
+                _deserialize(conn, self._kept)
+            except sqlite3.Error as e:
+                conn.close()
+                raise WorldError(f"cannot resume a suspended world of domain {self.spec.name!r}: {e}") from e
+            self._adopt(conn)
+            self._kept_mark = conn.total_changes
+            self._conn = conn
+            return conn
+
+    def _give_back(self) -> None:
+        conn, self._conn = self._conn, _CLOSED
+        if conn is not _CLOSED and not _pool_give(self._setup.content_hash, conn):
+            conn.close()
+
     def close(self) -> None:
         """Release the world. Its connection may be reused by a later world of the same spec; this
         world's ``conn`` becomes a closed connection, so a stale use fails as it always did."""
-        conn, self.conn = self.conn, _CLOSED
-        if conn is _CLOSED:
-            return
-        if not _pool_give(self._setup.content_hash, conn):
-            conn.close()
+        self._parked = False
+        self._kept = None
+        self._give_back()
 
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def _deserialize(conn: sqlite3.Connection, data: bytes) -> None:
-    """``deserialize`` runs an internal ``ATTACH ... AS main``, which the guard otherwise refuses."""
-    if not isinstance(conn, GuardedConnection):
+    """``deserialize`` runs an internal ``ATTACH ... AS main``, which the guard otherwise refuses.
+
+    Then one statement reads the schema, outside any savepoint: in SQLite 3.40, when the first
+    statement after ``deserialize`` is a compiled one reused inside a savepoint, ``ROLLBACK TO`` that
+    savepoint empties the whole database (a failed tool call or load after a reset would wipe the world).
+    """
+    if isinstance(conn, GuardedConnection):
+        conn.building = True
+        try:
+            conn.deserialize(data)
+        finally:
+            conn.building = False
+    else:
         conn.deserialize(data)
-        return
-    conn.building = True
-    try:
-        conn.deserialize(data)
-    finally:
-        conn.building = False
+    conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
 
 
 def _check_snapshot(spec: DomainSpec, data: object) -> None:
