@@ -342,6 +342,8 @@ def rollout(
     max_retries: int = typer.Option(2, "--max-retries", help="Retries per model request."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON instead of a table."),
+    reward: str = typer.Option("binary", "--reward",
+                               help="Reward shape: binary (the task's 0/1), partial (fraction of sub-goals met) or dense."),
 ) -> None:
     """Run an agent (and a simulated user) on a universe's tasks; write results.json and trajectories."""
     import importlib.util
@@ -372,7 +374,7 @@ def rollout(
         universe=path, agent=agent, user=user, mode=mode, trials=trials, seed=seed, max_turns=max_turns,
         max_user_turns=max_user_turns, executor=executor, workers=workers, ray_address=ray_address,
         concurrency=concurrency, domains=list(domain), num_tasks=num_tasks, task_ids=list(task), out=out,
-        trajectories=trajectories, resume=resume, retry_errors=retry_errors, force=force,
+        trajectories=trajectories, resume=resume, retry_errors=retry_errors, force=force, reward_shape=reward,
         agent_options=AgentOptions(base_url=base_url, api_key_env=api_key_env, system_prompt=system_prompt,
                                    temperature=temperature, timeout=timeout, max_retries=max_retries),
         user_options=UserOptions(base_url=user_base_url or base_url, api_key_env=api_key_env,
