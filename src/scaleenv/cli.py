@@ -485,6 +485,7 @@ def serve(
                                               "only: the reward gives the answer away)."),
     max_sessions: int = typer.Option(256, "--max-sessions", help="Worlds kept at once (http); an evicted "
                                                                  "session gets session_expired errors."),
+    reward: str = typer.Option("binary", "--reward", help="Shape evaluate scores in: binary, partial or dense."),
 ) -> None:
     """Serve a task's tools (plus send_message_to_user) as an MCP server."""
     import importlib.util
@@ -499,6 +500,8 @@ def serve(
         fail(f"--port must be between 1 and 65535, got {port}")
     if max_sessions < 1:
         fail(f"--max-sessions must be at least 1, got {max_sessions}")
+    if reward not in ("binary", "partial", "dense"):
+        fail(f"unknown --reward {reward!r}; use binary, partial or dense")
     if not path.is_dir():
         fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
     if importlib.util.find_spec("mcp") is None:
@@ -507,7 +510,7 @@ def serve(
 
     try:
         serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode,
-                  expose_evaluate=expose_evaluate, max_sessions=max_sessions)
+                  expose_evaluate=expose_evaluate, max_sessions=max_sessions, reward_shape=reward)
     except ScaleEnvError as e:
         fail(e)
 
