@@ -184,6 +184,6 @@ def test_stdio_reward_shape():
                 await client.call_tool(name, args)
             reward = await _evaluate(client)
             assert reward["score"] == want and reward["shape"] == "partial" and reward["success"] is False
-            assert reward["subgoals"]["met"] == 1
+            assert 0 < reward["subgoals"]["met"] < reward["subgoals"]["total"]
 
     anyio.run(main)

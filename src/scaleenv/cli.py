@@ -425,6 +425,8 @@ def report(
                                   "it; or a folder for the whole site (index.html inside)."),
     results: list[Path] = typer.Option([], "--results",
                                        help="A results.json from `scaleenv rollout` (repeatable: runs side by side)."),
+    loop: list[Path] = typer.Option([], "--loop", help="A loop.json from `scaleenv curriculum loop` (repeatable): "
+                                                      "pass rate per round on the Plots page."),
 ) -> None:
     """Write a self-contained static site of a universe: domains (tool graphs, tables, tests), a task
     browser, trajectories of rollout results and plots. Opens from file://, no network."""
@@ -434,8 +436,11 @@ def report(
     for r in results:
         if not r.is_file():
             fail(f"{r} does not exist; pass the results.json written by `scaleenv rollout`")
+    for lp in loop:
+        if not lp.is_file():
+            fail(f"{lp} does not exist; pass the loop.json written by `scaleenv curriculum loop`")
     try:
-        info = build_site(path, results, out)
+        info = build_site(path, results, out, loops=list(loop))
     except ScaleEnvError as e:
         fail(e)
     except OSError as e:
