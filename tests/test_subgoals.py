@@ -205,3 +205,14 @@ def test_make_and_rollout_take_the_shape(universe, tmp_path):
     assert "reward_shape" not in binary["settings"]
     r = runner.invoke(app, ["rollout", str(universe), "--reward", "sparse", "--out", str(tmp_path / "x.json")])
     assert r.exit_code == 2 and "unknown --reward 'sparse'" in r.output and "Traceback" not in r.output
+
+
+def test_check_cli_runs_the_gates_in_a_shape(universe):
+    for shape in ("partial", "dense"):
+        r = runner.invoke(app, ["check", str(universe), "--reward", shape, "--json"])
+        assert r.exit_code == 0, r.output
+        out = json.loads(r.output)
+        assert out["tasks"] == 18 and out["gold_pass"] == 18 and out["failures"] == []
+        assert all(out[k] == 18 for k in out if k.endswith("_zero"))
+    r = runner.invoke(app, ["check", str(universe), "--reward", "sparse"])
+    assert r.exit_code == 2 and "unknown --reward" in r.output

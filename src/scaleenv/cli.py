@@ -223,6 +223,8 @@ def inspect(
 def check(
     path: Path = typer.Argument(..., help="A universe directory."),
     as_json: bool = typer.Option(False, "--json", help="Print the gate results as JSON."),
+    reward: str = typer.Option("binary", "--reward",
+                               help="Reward shape the gates score in: binary, partial or dense (hacks at most 0)."),
 ) -> None:
     """Re-run the reward-integrity gates on every task of a universe."""
     from scaleenv.errors import ScaleEnvError
@@ -230,8 +232,10 @@ def check(
     from scaleenv.universe import Universe
 
     try:
+        if reward not in ("binary", "partial", "dense"):
+            fail(f"unknown --reward {reward!r}; use binary, partial or dense")
         Universe(path).check_files()  # a universe whose files do not hold together is bad input (exit 2)
-        result = check_universe(path)
+        result = check_universe(path, reward_shape=reward)
     except ScaleEnvError as e:
         fail(e)
     if as_json:
@@ -309,7 +313,8 @@ def _audit_invariants(path: Path, domain: list[str], as_json: bool) -> None:
 @app.command()
 def rollout(
     path: Path = typer.Argument(..., help="A universe directory."),
-    agent: str = typer.Option("oracle", "--agent", help="oracle, noop, random or openai:MODEL."),
+    agent: str = typer.Option("oracle", "--agent", help="oracle, noop, random, write_all, read_dump, spray, parrot, "
+                                                         "noisy[:SKILL] or openai:MODEL."),
     user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL (conversational mode)."),
     mode: str = typer.Option("conversational", "--mode", help="conversational (agent and user) or solo."),
     trials: int = typer.Option(1, "--trials", help="Trials per task (k of Avg@k, Pass@k, Pass^k)."),
