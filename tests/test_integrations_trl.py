@@ -154,7 +154,8 @@ def test_reward_shape_and_curriculum_dataset(tmp_path):
     for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):
         spec = ScaleEnvTRLSpec(u, task_ids=[task.id], mode="solo", user=None, reward_shape=shape)
         row = spec.rows()[0]
-        env = spec.environment_factory[row["environment"]]()
+        factory = spec.environment_factory  # one tool set: the class itself
+        env = (factory[row["environment"]] if isinstance(factory, dict) else factory)()
         env.reset(**row)
         for name, args in calls:
             getattr(env, name)(**args)
