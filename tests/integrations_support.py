@@ -61,3 +61,30 @@ def first_write(universe: Path, task: Task) -> tuple[str, dict[str, Any]]:
         if tool is not None and tool.kind == "write":
             return name, args
     raise AssertionError(f"task {task.id} has no write in its gold chain")
+
+
+def partial_case(universe: Path) -> tuple[Task, list[tuple[str, dict[str, Any]]], float]:
+    """A task, the gold calls up to its first goal write, and the partial reward they earn (strictly
+    between 0 and 1), as a Session computes it: what every adapter must report under reward_shape."""
+    from scaleenv.integrations.session import Session
+
+    source = task_source(universe)
+    for task in tasks(universe):
+        spec = source.spec(task.domain)
+        calls = gold(universe, task)
+        prefix: list[tuple[str, dict[str, Any]]] = []
+        for call, (name, args) in zip(task.gold_chain, calls, strict=True):
+            prefix.append((name, args))
+            tool = spec.tool(name)
+            if call.purpose == "goal" and tool is not None and tool.kind == "write":
+                break
+        s = Session(source, task, user=None, mode="solo", reward_shape="partial")
+        try:
+            for name, args in prefix:
+                s.call(name, args)
+            score = s.evaluate().score
+        finally:
+            s.close()
+        if 0.0 < score < 1.0:
+            return task, prefix, score
+    raise AssertionError("no task of the small universe earns a partial reward from its first write")

@@ -167,3 +167,23 @@ def test_serve_rejects_bad_input():
     assert res.exit_code == 2 and "no task 'nope/00000'" in res.output
     res = runner.invoke(app, ["serve", str(u), "--task", tasks(u)[0].id, "--transport", "sse"])
     assert res.exit_code == 2 and "unknown --transport" in res.output
+
+
+def test_stdio_reward_shape():
+    from integrations_support import partial_case
+
+    u = small_universe()
+    task, calls, want = partial_case(u)
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "scaleenv.cli", "serve", str(u), "--task", task.id, "--expose-evaluate",
+                                         "--mode", "solo", "--reward", "partial"], env=_env())
+
+    async def main() -> None:
+        async with Client(stdio_client(params)) as client:
+            for name, args in calls:
+                await client.call_tool(name, args)
+            reward = await _evaluate(client)
+            assert reward["score"] == want and reward["shape"] == "partial" and reward["success"] is False
+            assert 0 < reward["subgoals"]["met"] < reward["subgoals"]["total"]
+
+    anyio.run(main)

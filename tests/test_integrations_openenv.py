@@ -73,3 +73,19 @@ def test_served_over_websocket_sessions():
         b.send_json({"type": "step", "data": {"type": "call_tool", "tool_name": EVALUATE_TOOL, "arguments": {}}})
         other = b.receive_json()["data"]
         assert other["reward"] == 0.0  # session B never saw A's writes
+
+
+def test_reward_shape_passes_through():
+    from integrations_support import partial_case
+    from scaleenv.integrations.openenv import ScaleEnvOpenEnv
+
+    u = small_universe()
+    task, calls, want = partial_case(u)
+    for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):
+        env = ScaleEnvOpenEnv(u, reward_shape=shape, user=None, mode="solo")
+        env.reset(task_id=task.id)
+        for name, args in calls:
+            env.step(CallToolAction(tool_name=name, arguments=args))
+        end = env.step(CallToolAction(tool_name=EVALUATE_TOOL, arguments={}))
+        assert end.done and end.reward == pytest.approx(expected), shape
+        assert ("subgoals" in end.result) == (shape != "binary")

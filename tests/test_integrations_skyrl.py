@@ -53,3 +53,20 @@ def test_questions_reach_the_user_and_limits_end_it(rows):
     assert "unknown_tool" in out["observations"][0]["content"]
     out = env.step("###STOP###")
     assert out["done"] and out["reward"] == 0.0
+
+
+def test_reward_shape_from_env_config(rows):
+    from integrations_support import partial_case
+
+    register_skyrl()
+    u = small_universe()
+    task, calls, want = partial_case(u)
+    row = next(r for r in rows if r["reward_spec"]["ground_truth"] == task.id)
+    for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):
+        env = skyrl_gym.make("scaleenv", env_config={"reward_shape": shape}, extras=row)
+        env.init(row["prompt"])
+        for call in calls:
+            env.step(hermes([call]))
+        out = env.step("###STOP###")
+        assert out["done"] and out["reward"] == pytest.approx(expected), shape
+        env.close()

@@ -142,3 +142,26 @@ def test_grpo_two_steps_on_cpu(tmp_path):
     key = next(k for k in logged[0] if k.startswith("rewards/") and k.endswith("/mean"))
     assert 0.0 <= logged[0][key] <= 1.0
     assert any(not torch.equal(before[k], v) for k, v in model.named_parameters()) or result.training_loss == 0.0
+
+
+def test_reward_shape_and_curriculum_dataset(tmp_path):
+    from integrations_support import partial_case
+    from scaleenv.run.curriculum import CurriculumConfig, run_curriculum
+    from scaleenv.run.rollout import RolloutConfig, run_rollout
+
+    u = small_universe()
+    task, calls, want = partial_case(u)
+    for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):
+        spec = ScaleEnvTRLSpec(u, task_ids=[task.id], mode="solo", user=None, reward_shape=shape)
+        row = spec.rows()[0]
+        factory = spec.environment_factory  # one tool set: the class itself
+        env = (factory[row["environment"]] if isinstance(factory, dict) else factory)()
+        env.reset(**row)
+        for name, args in calls:
+            getattr(env, name)(**args)
+        assert env.get_reward() == pytest.approx(expected), shape
+    # a curriculum's training set is the next round's dataset
+    run_rollout(RolloutConfig(universe=u, agent="noisy:0.5", out=tmp_path / "r.json"))
+    cur = run_curriculum(CurriculumConfig(pool=[u], results=[tmp_path / "r.json"], out=tmp_path / "next", size=3))
+    nxt = ScaleEnvTRLSpec.from_curriculum(tmp_path / "next")
+    assert [t.id for t in nxt.tasks] == [t["id"] for t in cur["tasks"]] and len(nxt.tasks) == 3

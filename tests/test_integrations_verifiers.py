@@ -82,3 +82,23 @@ def test_toolset_updates_rollout_state():
     anyio.run(main)
     st = toolset.state  # outside a rollout call the toolset writes its inert state
     assert st.score == 1.0 and st.success and st.tool_calls == len(gold(u, task)) + 1 and st.state_hash
+
+
+def test_toolset_reward_shape():
+    import scaleenv.integrations.verifiers as sv
+    from integrations_support import partial_case
+
+    u = small_universe()
+    task, calls, want = partial_case(u)
+
+    async def main() -> None:
+        for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):
+            taskset = sv.ScaleEnvTaskset(sv.ScaleEnvTasksetConfig(universe=str(u), reward_shape=shape))
+            vtask = next(t for t in taskset if t.data.id == task.id)
+            (toolset,) = sv.ScaleEnvTaskset.toolsets(taskset.config)
+            await toolset.setup_task(vtask)
+            for name, args in calls:
+                toolset.session.call(name, args)
+            assert toolset.session.evaluate().score == pytest.approx(expected), shape
+
+    anyio.run(main)

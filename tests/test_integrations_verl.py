@@ -131,3 +131,35 @@ def test_agent_loop_wrong_actions_score_zero(tmp_path):
     assert output.reward_score == 0.0
     assert "no tool named" in tok.decode(output.response_ids)
     json.dumps(output.extra_fields["reward_components"])  # plain JSON for verl's logging
+
+
+def test_agent_loop_passes_the_reward_shape_through(tmp_path):
+    from integrations_support import partial_case
+    from scaleenv.integrations import verl as sv
+    from scaleenv.integrations.export import curriculum_rows
+
+    u = small_universe()
+    task, calls, want = partial_case(u)
+    out = tmp_path / "verl.parquet"
+    export_universe(u, "verl", out)
+    row = next(r for r in read_rows(out) if r["extra_info"]["task_id"] == task.id)
+    tok = _tokenizer()
+    for shape, expected in ((None, 0.0), ("partial", want), ("dense", want)):
+        agent = _loop(tok, ScriptedServer(tok, [hermes([c]) for c in calls] + ["###STOP###"]))
+        sv.ScaleEnvAgentLoop.reward_shape = shape
+        try:
+            output = agent.loop.run_until_complete(agent.run({"temperature": 1.0}, raw_prompt=row["prompt"],
+                                                             extra_info=row["extra_info"],
+                                                             reward_model=row["reward_model"]))
+        finally:
+            sv.ScaleEnvAgentLoop.reward_shape = None
+        assert output.reward_score == pytest.approx(expected), shape
+        assert ("reward_subgoals" in output.extra_fields) == (shape is not None)
+    # rows of a curriculum training set carry the shape to the loop
+    from scaleenv.run.curriculum import CurriculumConfig, run_curriculum
+    from scaleenv.run.rollout import RolloutConfig, run_rollout
+
+    run_rollout(RolloutConfig(universe=u, agent="oracle", out=tmp_path / "r.json"))
+    run_curriculum(CurriculumConfig(pool=[u], results=[tmp_path / "r.json"], out=tmp_path / "next", size=2))
+    rows = curriculum_rows(tmp_path / "next", "verl", reward_shape="partial")
+    assert len(rows) == 2 and all(r["extra_info"]["reward_shape"] == "partial" for r in rows)

@@ -7,7 +7,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -223,6 +223,8 @@ def inspect(
 def check(
     path: Path = typer.Argument(..., help="A universe directory."),
     as_json: bool = typer.Option(False, "--json", help="Print the gate results as JSON."),
+    reward: str = typer.Option("binary", "--reward",
+                               help="Reward shape the gates score in: binary, partial or dense (hacks at most 0)."),
 ) -> None:
     """Re-run the reward-integrity gates on every task of a universe."""
     from scaleenv.errors import ScaleEnvError
@@ -230,8 +232,10 @@ def check(
     from scaleenv.universe import Universe
 
     try:
+        if reward not in ("binary", "partial", "dense"):
+            fail(f"unknown --reward {reward!r}; use binary, partial or dense")
         Universe(path).check_files()  # a universe whose files do not hold together is bad input (exit 2)
-        result = check_universe(path)
+        result = check_universe(path, reward_shape=reward)
     except ScaleEnvError as e:
         fail(e)
     if as_json:
@@ -309,7 +313,8 @@ def _audit_invariants(path: Path, domain: list[str], as_json: bool) -> None:
 @app.command()
 def rollout(
     path: Path = typer.Argument(..., help="A universe directory."),
-    agent: str = typer.Option("oracle", "--agent", help="oracle, noop, random or openai:MODEL."),
+    agent: str = typer.Option("oracle", "--agent", help="oracle, noop, random, write_all, read_dump, spray, parrot, "
+                                                         "noisy[:SKILL] or openai:MODEL."),
     user: str = typer.Option("scripted", "--user", help="scripted or openai:MODEL (conversational mode)."),
     mode: str = typer.Option("conversational", "--mode", help="conversational (agent and user) or solo."),
     trials: int = typer.Option(1, "--trials", help="Trials per task (k of Avg@k, Pass@k, Pass^k)."),
@@ -342,6 +347,8 @@ def rollout(
     max_retries: int = typer.Option(2, "--max-retries", help="Retries per model request."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     as_json: bool = typer.Option(False, "--json", help="Print the metrics as JSON instead of a table."),
+    reward: str = typer.Option("binary", "--reward",
+                               help="Reward shape: binary (the task's 0/1), partial (fraction of sub-goals met) or dense."),
 ) -> None:
     """Run an agent (and a simulated user) on a universe's tasks; write results.json and trajectories."""
     import importlib.util
@@ -372,7 +379,7 @@ def rollout(
         universe=path, agent=agent, user=user, mode=mode, trials=trials, seed=seed, max_turns=max_turns,
         max_user_turns=max_user_turns, executor=executor, workers=workers, ray_address=ray_address,
         concurrency=concurrency, domains=list(domain), num_tasks=num_tasks, task_ids=list(task), out=out,
-        trajectories=trajectories, resume=resume, retry_errors=retry_errors, force=force,
+        trajectories=trajectories, resume=resume, retry_errors=retry_errors, force=force, reward_shape=reward,
         agent_options=AgentOptions(base_url=base_url, api_key_env=api_key_env, system_prompt=system_prompt,
                                    temperature=temperature, timeout=timeout, max_retries=max_retries),
         user_options=UserOptions(base_url=user_base_url or base_url, api_key_env=api_key_env,
@@ -423,6 +430,8 @@ def report(
                                   "it; or a folder for the whole site (index.html inside)."),
     results: list[Path] = typer.Option([], "--results",
                                        help="A results.json from `scaleenv rollout` (repeatable: runs side by side)."),
+    loop: list[Path] = typer.Option([], "--loop", help="A loop.json from `scaleenv curriculum loop` (repeatable): "
+                                                      "pass rate per round on the Plots page."),
 ) -> None:
     """Write a self-contained static site of a universe: domains (tool graphs, tables, tests), a task
     browser, trajectories of rollout results and plots. Opens from file://, no network."""
@@ -432,8 +441,11 @@ def report(
     for r in results:
         if not r.is_file():
             fail(f"{r} does not exist; pass the results.json written by `scaleenv rollout`")
+    for lp in loop:
+        if not lp.is_file():
+            fail(f"{lp} does not exist; pass the loop.json written by `scaleenv curriculum loop`")
     try:
-        info = build_site(path, results, out)
+        info = build_site(path, results, out, loops=list(loop))
     except ScaleEnvError as e:
         fail(e)
     except OSError as e:
@@ -483,6 +495,7 @@ def serve(
                                               "only: the reward gives the answer away)."),
     max_sessions: int = typer.Option(256, "--max-sessions", help="Worlds kept at once (http); an evicted "
                                                                  "session gets session_expired errors."),
+    reward: str = typer.Option("binary", "--reward", help="Shape evaluate scores in: binary, partial or dense."),
 ) -> None:
     """Serve a task's tools (plus send_message_to_user) as an MCP server."""
     import importlib.util
@@ -497,6 +510,8 @@ def serve(
         fail(f"--port must be between 1 and 65535, got {port}")
     if max_sessions < 1:
         fail(f"--max-sessions must be at least 1, got {max_sessions}")
+    if reward not in ("binary", "partial", "dense"):
+        fail(f"unknown --reward {reward!r}; use binary, partial or dense")
     if not path.is_dir():
         fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
     if importlib.util.find_spec("mcp") is None:
@@ -505,7 +520,7 @@ def serve(
 
     try:
         serve_mcp(path, task, transport=transport, host=host, port=port, mode=mode,
-                  expose_evaluate=expose_evaluate, max_sessions=max_sessions)
+                  expose_evaluate=expose_evaluate, max_sessions=max_sessions, reward_shape=reward)
     except ScaleEnvError as e:
         fail(e)
 
@@ -679,6 +694,119 @@ def relay_stats(
     for role, b in st["by_role"].items():
         typer.echo(f"  {role:12} {b['requests']:4} requests ({b['repair_requests']} repairs), "
                    f"{b['prompt_tokens'] + b['completion_tokens']} tokens")
+
+
+curriculum_app = typer.Typer(no_args_is_help=True,
+                             help="Training sets that follow the agent: pass rates kept in a window, new tasks where it fails.")
+app.add_typer(curriculum_app, name="curriculum")
+
+
+def _print_pass_table(title: str, rows: list[tuple[str, dict[str, Any]]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("group", "episodes", "pass rate"):
+        table.add_column(col, justify="left" if col == "group" else "right")
+    for name, r in rows:
+        rate = r.get("pass_rate")
+        table.add_row(name, str(r.get("episodes", 0)), "-" if rate is None else f"{100 * rate:.1f}%")
+    Console().print(table)
+
+
+@curriculum_app.command("next")
+def curriculum_next(
+    results: list[Path] = typer.Argument(..., help="results.json files from `scaleenv rollout`."),
+    universe: list[Path] = typer.Option(..., "--universe",
+                                        help="A universe whose tasks are candidates (repeatable; the first one "
+                                             "is the base new tasks are built on)."),
+    out: Path = typer.Option(..., "--out", help="Where to write the next training set (a universe directory)."),
+    window: str = typer.Option("20-80", "--window", help="Target pass-rate window, LO-HI (percent or fractions)."),
+    size: int | None = typer.Option(None, "--size", help="Tasks in the next set (default: the tasks the results ran)."),
+    new_tasks: int = typer.Option(0, "--new-tasks", help="New tasks to synthesize around the failing tools."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the selection and of the new tasks."),
+    executor: str = typer.Option("serial", "--executor", help="serial, process or ray (building new tasks)."),
+    workers: int = typer.Option(2, "--workers", help="Worker processes or Ray actors."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out."),
+    as_json: bool = typer.Option(False, "--json", help="Print curriculum.json's summary as JSON."),
+) -> None:
+    """Read rollout results, estimate pass rates (task, family, tool, domain, tier), and write the next
+    training set: tasks in the pass-rate window plus new tasks built where the agent fails."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.run.curriculum import CurriculumConfig, parse_window, run_curriculum
+
+    for r in results:
+        if not r.is_file():
+            fail(f"{r} does not exist; pass the results.json written by `scaleenv rollout`")
+    for u in universe:
+        if not u.is_dir():
+            fail(f"{u} is not a directory; build a universe with `scaleenv build --out {u}`")
+    try:
+        cfg = CurriculumConfig(pool=list(universe), results=list(results), out=out, window=parse_window(window),
+                               size=size, new_tasks=new_tasks, seed=seed, executor=executor, workers=workers,
+                               force=force)
+        summary = run_curriculum(cfg)
+    except ScaleEnvError as e:
+        fail(e)
+    if as_json:
+        _emit({k: v for k, v in summary.items() if k not in ("tasks", "pass_rates")})
+        return
+    rates = summary["pass_rates"]
+    for group in ("domain", "tier", "sub_goals", "family"):
+        _print_pass_table(f"pass rate by {group}", list(rates[group].items()))
+    exp = summary["expected_pass_rate"]
+    typer.echo(f"wrote {out}: {summary['size']} tasks ({summary['new']['selected']} new), expected pass rate "
+               f"{'-' if exp is None else f'{100 * exp:.1f}%'}, window {window}")
+
+
+@curriculum_app.command("loop")
+def curriculum_loop(
+    path: Path = typer.Argument(..., help="The universe to start from."),
+    agent: str = typer.Option(..., "--agent", help="Any rollout agent: noisy:SKILL, openai:MODEL, oracle..."),
+    out: Path = typer.Option(..., "--out", help="Folder for every round (roundN/: training set, results.json)."),
+    rounds: int = typer.Option(3, "--rounds", help="Curriculum steps after the first rollout."),
+    window: str = typer.Option("20-80", "--window", help="Target pass-rate window, LO-HI (percent or fractions)."),
+    size: int = typer.Option(48, "--size", help="Tasks per round."),
+    new_tasks: int = typer.Option(24, "--new-tasks", help="New tasks synthesized per round."),
+    trials: int = typer.Option(1, "--trials", help="Trials per task and round."),
+    seed: int = typer.Option(0, "--seed", help="Run seed."),
+    mode: str = typer.Option("conversational", "--mode", help="conversational or solo."),
+    reward: str = typer.Option("binary", "--reward", help="Reward shape of the rollouts: binary, partial or dense."),
+    executor: str = typer.Option("serial", "--executor", help="serial, process or ray."),
+    workers: int = typer.Option(2, "--workers", help="Worker processes or Ray actors."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing --out."),
+    as_json: bool = typer.Option(False, "--json", help="Print loop.json as JSON instead of a table."),
+) -> None:
+    """Rollout, curriculum and build for N rounds; a table of pass rate and difficulty per round
+    (loop.json; `scaleenv report --loop` plots it)."""
+    from scaleenv.errors import ScaleEnvError
+    from scaleenv.run.curriculum import parse_window
+    from scaleenv.run.curriculum_loop import LoopConfig, run_loop
+
+    if not path.is_dir():
+        fail(f"{path} is not a directory; build a universe with `scaleenv build --out {path}`")
+    try:
+        cfg = LoopConfig(universe=path, agent=agent, out=out, rounds=rounds, window=parse_window(window), size=size,
+                         new_tasks=new_tasks, trials=trials, seed=seed, mode=mode, reward_shape=reward,
+                         executor=executor, workers=workers, force=force)
+        summary = run_loop(cfg)
+    except ScaleEnvError as e:
+        fail(e)
+    if as_json:
+        _emit(summary)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"curriculum loop: {agent}, window {window}")
+    for col in ("round", "tasks", "new", "difficulty", "pass rate", "in window"):
+        table.add_column(col, justify="right")
+    for r in summary["rounds"]:
+        rate = r["pass_rate"]
+        table.add_row(str(r["round"]), str(r["tasks"]), str(r["new_tasks"]), f"{r['difficulty']:.2f}",
+                      "-" if rate is None else f"{100 * rate:.1f}%", "yes" if r["in_window"] else "no")
+    Console().print(table)
+    typer.echo(f"wrote {out / 'loop.json'}")
 
 
 def main() -> None:

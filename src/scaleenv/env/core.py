@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from scaleenv.env.episode import Episode
+from scaleenv.env.shaping import Shaping
 from scaleenv.env.users import User, UserContext, UserError
 from scaleenv.errors import InputError
 from scaleenv.formats.domain import DomainSpec
@@ -187,8 +188,12 @@ class ToolEnv:
     def __init__(self, task: Task, episode: Episode, *, user: User | None = None,
                  mode: str | Mode = Mode.CONVERSATIONAL, channel: str | Channel = Channel.TEXT,
                  max_turns: int = 30, max_user_turns: int = 10, seed: int = 0,
-                 release: Callable[[Episode], None] | None = None):
+                 release: Callable[[Episode], None] | None = None, reward_shape: str = "binary"):
         self.task = task
+        try:
+            self.shaping = Shaping(reward_shape)
+        except ValueError as e:
+            raise EnvError(str(e)) from None
         self.episode = episode
         self.spec: DomainSpec = episode.spec
         self.mode = parse_mode(mode)
@@ -214,6 +219,7 @@ class ToolEnv:
         self.opening = ""
         self._reward: tuple[tuple[int, int], Reward] | None = None
         self._started = time.perf_counter()
+        self.shaping.reset()
 
     # ------------------------------------------------------------------ what the agent sees
     @property
@@ -347,13 +353,21 @@ class ToolEnv:
                                                                   dict[str, Any]]:
         truncated = self.termination is Termination.MAX_TURNS
         terminated = self.done and not truncated
-        reward = self.final_reward()["score"] if self.done else 0.0
+        if self.shaping.active:
+            reward = self.shaping.step_reward(self, self.done)
+        else:
+            reward = self.final_reward()["score"] if self.done else 0.0
         return observation, float(reward), terminated, truncated, self._info()
 
     def _info(self) -> dict[str, Any]:
-        return {"task_id": self.task.id, "termination": self.termination.value if self.termination else None,
+        info: dict[str, Any] = {"task_id": self.task.id, "termination": self.termination.value if self.termination else None,
                 "error": self.error, "steps": self.steps, "tool_calls": self.tool_calls,
                 "tool_errors": self.tool_errors, "user_turns": self.user_turns}
+        if self.shaping.active:  # which sub-goals are met now (the binary shape skips the evaluation)
+            report = self.final_reward().get("subgoals")
+            info["reward_shape"] = self.shaping.shape
+            info["subgoals"] = {c["name"]: c["met"] for c in report["components"]} if report else {}
+        return info
 
     def close(self) -> None:
         if self._closed:
@@ -382,6 +396,7 @@ class ToolEnv:
         self.timings["tools_s"] += time.perf_counter() - t
         self.tool_calls += 1
         self.tool_errors += not res.ok
+        self._account()
         return res
 
     def call(self, name: Any, args: Any = None) -> ToolResult:
@@ -398,6 +413,7 @@ class ToolEnv:
         stats.by_code[INVALID_ARGUMENTS] += 1
         self.tool_calls += 1
         self.tool_errors += 1
+        self._account()
         return ToolResult(False, error_output(INVALID_ARGUMENTS, why), error=INVALID_ARGUMENTS, message=why)
 
     async def _user_tool(self, args: Any) -> ToolResult:
@@ -438,6 +454,7 @@ class ToolEnv:
         if isinstance(text, str) and text.strip():
             self.episode.say(text)
             self.transcript.append({"role": "assistant", "content": text})
+            self._account()
 
     async def _user_says(self, agent_text: str | None) -> str | None:
         """The user's opening (``None``) or reply; ends the episode on the stop marker or a failure."""
@@ -463,15 +480,28 @@ class ToolEnv:
 
     # ------------------------------------------------------------------ reward
     def evaluate(self) -> Reward:
-        """The reward of the world as it is now; reused while no tool ran and nothing new was said."""
+        """The reward of the world as it is now; reused while no tool ran and nothing new was said.
+        Under a ``partial`` or ``dense`` shape its score follows the shape (``success`` stays binary)."""
         key = (self.episode.stats.calls, len(self.episode.said))
         t = time.perf_counter()
         try:
             if self._reward is None or self._reward[0] != key:
                 self._reward = (key, self.episode.evaluate())
-            return self._reward[1]
+            return self.shaping.rescore(self, self._reward[1]) if self.shaping.active else self._reward[1]
         finally:
             self.timings["eval_s"] += time.perf_counter() - t
+
+    def _account(self) -> None:
+        """Let the dense shape see the episode after a call or a message (its potential, its penalties)."""
+        if self.shaping.shape != "dense":
+            return
+        key = (self.episode.stats.calls, len(self.episode.said))
+        try:
+            if self._reward is None or self._reward[0] != key:
+                self._reward = (key, self.episode.evaluate())
+            self.shaping.update(self, self._reward[1])
+        except Exception:  # noqa: BLE001, S110 - a failing evaluation is reported by final_reward at the end
+            pass
 
     def final_reward(self) -> dict[str, Any]:
         """The reward as JSON; a failed evaluation ends the episode with ``error`` and scores 0."""
@@ -501,16 +531,22 @@ class ToolEnv:
 def make(universe: str | Path | Any, task: str | Task, *, user: str | User | None = "scripted",
          mode: str | Mode = Mode.CONVERSATIONAL, channel: str | Channel = Channel.TEXT, all_tools: bool = False,
          max_turns: int = 30, max_user_turns: int = 10, seed: int = 0, user_options: Any = None,
-         clients: Any = None) -> ToolEnv:
+         clients: Any = None, reward_shape: str = "binary") -> ToolEnv:
     """A :class:`ToolEnv` for one task of a universe directory (a task id, or a Task given inline).
 
     ``user`` is ``scripted``, ``openai:MODEL``, a :class:`~scaleenv.env.users.User`, or ``None``
     (solo mode, or a tool channel with nobody answering). Task worlds come from the per-process
-    cache, so many environments of one task share its verified worlds.
+    cache, so many environments of one task share its verified worlds. ``reward_shape`` is
+    ``binary`` (default), ``partial`` or ``dense`` (:mod:`scaleenv.reward.subgoals`).
     """
     from scaleenv.env.cache import task_cache
     from scaleenv.env.users import make_user
+    from scaleenv.reward.subgoals import parse_shape
 
+    try:
+        parse_shape(reward_shape)
+    except ValueError as e:
+        raise EnvError(str(e)) from None
     cache = task_cache(universe)
     the_task = cache.task(task) if isinstance(task, str) else task
     mode = parse_mode(mode)
@@ -518,5 +554,5 @@ def make(universe: str | Path | Any, task: str | Task, *, user: str | User | Non
         else (user if isinstance(user, User) else None)
     episode = cache.acquire(the_task, all_tools=all_tools)
     return ToolEnv(the_task, episode, user=the_user, mode=mode, channel=channel, max_turns=max_turns,
-                   max_user_turns=max_user_turns, seed=seed,
+                   max_user_turns=max_user_turns, seed=seed, reward_shape=reward_shape,
                    release=lambda ep: cache.release(the_task, ep, all_tools=all_tools))

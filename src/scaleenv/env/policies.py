@@ -391,7 +391,9 @@ BUILTIN_AGENTS = tuple(POLICIES)
 
 
 def check_agent_spec(spec: str) -> str:
-    """Validate an agent name (``oracle``, ``noop``, ``random`` or ``openai:MODEL``); return it."""
+    """Validate an agent name (a reference policy, ``noisy[:SKILL]`` or ``openai:MODEL``); return it."""
+    if parse_noisy_spec(spec) is not None:
+        return spec
     return check_policy_spec(spec, BUILTIN_AGENTS, "agent")
 
 
@@ -399,9 +401,198 @@ def make_agent(spec: str, options: AgentOptions | None = None, clients: Any = No
     """Build a fresh agent. ``clients`` (a :class:`ChatClients`) shares endpoint clients between episodes."""
     options = options or AgentOptions()
     check_agent_spec(spec)
+    skill = parse_noisy_spec(spec)
+    if skill is not None:
+        return NoisyOracleAgent(skill)
     if spec in BUILTIN_AGENTS:
         return reference_policy(spec, random_calls=options.random_calls)
     model = spec.partition(":")[2].strip()
     settings = options.chat_settings(model)
     clients = clients if clients is not None else ChatClients()
     return OpenAIAgent(model, options, clients.get(settings))
+
+
+# --- skill-controlled reference agent (appended): learning loops without a model -----------------------------
+
+NOISY_SKILL = 0.8
+"""The noisy oracle's skill when ``noisy`` is named without one."""
+NOISY_MISTAKES = (("lookalike", 0.4), ("skip", 0.3), ("value", 0.3))
+"""How a noisy oracle's mistakes split: the wrong look-alike, a skipped step, a wrong value."""
+
+
+def _wrong_value(value: Any, enum: list[Any] | None, rng: random.Random) -> Any:
+    """A plausible wrong value for a literal argument: another enum member, off by one, a typo."""
+    if enum:
+        others = [e for e in enum if e != value]
+        if others:
+            return others[rng.randrange(len(others))]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return round(value * 1.1 + 1, 2)
+    if isinstance(value, str) and len(value) > 1:
+        return value[:-1]
+    return None
+
+
+class NoisyOracleAgent(Agent):
+    """The oracle with a skill: each goal step and each answer fact goes wrong with probability
+    ``1 - skill``, in one of the realistic ways of :data:`NOISY_MISTAKES` (``rates`` reweighs them):
+
+        lookalike  the step acts on a look-alike of its target (a distractor of the same table)
+        skip       the step is left out (later steps that need its output are left out too)
+        value      a literal argument (an answer fact) gets a plausible wrong value
+
+    A mistake that does not apply to a step (no look-alike, no literal) falls back to the next kind.
+    The draws depend only on the episode's seed and the task, so a rollout is reproducible.
+    """
+
+    name = "noisy"
+
+    def __init__(self, skill: float = NOISY_SKILL, rates: tuple[tuple[str, float], ...] = NOISY_MISTAKES):
+        if not 0.0 <= skill <= 1.0:
+            raise ValueError(f"noisy oracle skill must be between 0 and 1, got {skill}")
+        self.skill = skill
+        self.rates = rates
+
+    def reset(self, ctx: AgentContext) -> None:
+        super().reset(ctx)
+        self._rng = random.Random(f"noisy:{self.skill}:{ctx.seed}:{ctx.task.id}")
+        self._step = 0
+        self._outputs: list[Any] = []
+        self._said = False
+        self.mistakes: list[str] = []
+
+    def _draw(self) -> str | None:
+        if self._rng.random() >= 1.0 - self.skill:
+            return None
+        total = sum(w for _, w in self.rates)
+        u = self._rng.random() * total
+        for kind, w in self.rates:
+            u -= w
+            if u < 0:
+                return kind
+        return self.rates[-1][0]
+
+    def _key_table(self, p: Any) -> str | None:
+        """The table whose record a parameter names (its column is a primary or foreign key), if any."""
+        spec = self.ctx.episode.spec if self.ctx.episode is not None else None
+        if spec is None or not p.column:
+            return None
+        t, _, c = p.column.partition(".")
+        table = spec.table(t)
+        col = table.column(c) if table else None
+        if col is not None and col.foreign_key:
+            return str(col.foreign_key.partition(".")[0])
+        return t if table is not None and c == table.primary_key else None
+
+    def _lookalike(self, tool: Any, args: dict[str, Any]) -> dict[str, Any] | None:
+        distractors = self.ctx.task.verification.distractors
+        if tool is None:
+            return None
+        for p in tool.parameters:
+            if p.name not in args:
+                continue
+            others = [d for d in distractors.get(self._key_table(p) or "", []) if d != args[p.name]]
+            if others:
+                return {**args, p.name: others[self._rng.randrange(len(others))]}
+        return None
+
+    def _wrong(self, call: Any, tool: Any, args: dict[str, Any]) -> dict[str, Any] | None:
+        literals = [k for k, v in call.args.items() if not (isinstance(v, dict) and "$ref" in v)]
+        params = {p.name: p for p in tool.parameters} if tool is not None else {}
+        for k in literals:
+            p = params.get(k)
+            if p is not None and self._key_table(p) is not None:
+                continue  # a record id is the look-alike mistake, not a wrong value
+            bad = _wrong_value(args[k], p.enum if p is not None else None, self._rng)
+            if bad is not None and bad != args[k]:
+                return {**args, k: bad}
+        return None
+
+    def _mistake(self, call: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+        """``(kind, args)`` of this step: ``args`` None when the step is skipped."""
+        kind = self._draw()
+        if kind is None:
+            return "", args
+        tool = self.ctx.episode.spec.tool(call.tool) if self.ctx.episode is not None else None
+        order = [k for k, _ in self.rates]
+        for k in order[order.index(kind):] + order[: order.index(kind)]:
+            if k == "skip":
+                return "skip", None
+            changed = self._lookalike(tool, args) if k == "lookalike" else self._wrong(call, tool, args)
+            if changed is not None:
+                return k, changed
+        return "", args
+
+    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        from scaleenv.tools.chain import ChainError, resolve_args
+
+        chain = self.ctx.task.gold_chain
+        last = messages[-1] if messages else {}
+        if self._outputs and self._outputs[-1] is _PENDING:
+            out: Any = None
+            if last.get("role") == "tool" and last.get("tool_call_id") == f"noisy_{self._step - 1}":
+                try:
+                    out = json.loads(last.get("content") or "null")
+                except ValueError:
+                    out = None
+            self._outputs[-1] = out
+        while self._step < len(chain):
+            call = chain[self._step]
+            self._step += 1
+            try:
+                args = resolve_args(call, self._outputs, self._step - 1)
+            except ChainError:
+                self._outputs.append(None)  # an earlier mistake left nothing to refer to
+                continue
+            kind, args_or_none = self._mistake(call, args) if call.purpose == "goal" else ("", args)
+            if kind:
+                self.mistakes.append(f"{kind}:{self._step - 1}")
+            if args_or_none is None:
+                self._outputs.append(None)
+                continue
+            self._outputs.append(_PENDING)
+            return tool_call_message(call.tool, args_or_none, f"noisy_{self._step - 1}")
+        if not self._said:
+            self._said = True
+            return text_message(self._answer())
+        return text_message(STOP)
+
+    def _answer(self) -> str:
+        task = self.ctx.task
+        lines = []
+        for f in task.answer_facts:
+            kind = self._draw()
+            if kind is None:
+                lines.append(f"The {f.name} is {f.value}.")
+            elif kind in ("lookalike", "value") and f.rivals:
+                lines.append(f"The {f.name} is {f.rivals[self._rng.randrange(len(f.rivals))]}.")
+                self.mistakes.append(f"{kind}:answer:{f.name}")
+            else:
+                self.mistakes.append(f"skip:answer:{f.name}")
+        base = answer_text(task).splitlines()
+        head = [b for b in base if not b.startswith("The ")]
+        return "\n".join(head + lines) or "Your request has been completed."
+
+
+_PENDING = object()
+"""The output slot of a call whose result has not come back yet."""
+
+
+def parse_noisy_spec(spec: str) -> float | None:
+    """The skill of a ``noisy`` or ``noisy:SKILL`` agent name; ``None`` for another name."""
+    kind, sep, rest = spec.partition(":")
+    if kind != "noisy":
+        return None
+    if not sep:
+        return NOISY_SKILL
+    try:
+        skill = float(rest)
+    except ValueError:
+        raise ValueError(f"noisy oracle skill must be a number between 0 and 1, got {rest!r}") from None
+    if not 0.0 <= skill <= 1.0:
+        raise ValueError(f"noisy oracle skill must be between 0 and 1, got {rest!r}")
+    return skill

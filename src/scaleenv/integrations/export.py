@@ -193,3 +193,27 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
 
 
 __all__ = ["FORMATS", "ExportFormat", "export_universe", "read_rows", "task_row", "task_source", "verl_configs"]
+
+
+def curriculum_rows(path: str | Path, fmt: str = "verl", *, mode: str = "conversational",
+                    reward_shape: str | None = None) -> list[dict[str, Any]]:
+    """Dataset rows (``fmt``: verl, trl, skyrl, verifiers or jsonl) of the training set a
+    ``scaleenv curriculum`` step wrote (its directory), in its order: the next round's dataset.
+    ``reward_shape`` goes into each row (``extra_info``/``info`` where the format has one), where
+    the adapters read it."""
+    from scaleenv.reward.subgoals import REWARD_SHAPES
+    from scaleenv.run.curriculum import CurriculumError, curriculum_task_ids
+
+    if reward_shape is not None and reward_shape not in REWARD_SHAPES:
+        raise IntegrationError(f"unknown reward shape {reward_shape!r}; use {', '.join(REWARD_SHAPES)}")
+    try:
+        ids = curriculum_task_ids(path)
+    except CurriculumError as e:
+        raise IntegrationError(str(e)) from None
+    source = task_source(path)
+    rows = [task_row(fmt, source, source.task(t), i, mode) for i, t in enumerate(ids)]
+    if reward_shape is not None:
+        for row in rows:
+            nested = next((k for k in ("extra_info", "info") if isinstance(row.get(k), dict)), None)
+            (row[nested] if nested else row)["reward_shape"] = reward_shape
+    return rows

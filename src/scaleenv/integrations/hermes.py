@@ -73,7 +73,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
     row: dict[str, Any] = {"extra_info": info}
     if "task_json" not in row_fields(row) and ground_truth:
         row["task_id"] = ground_truth
-    session = session_from_row(row, user=None)
+    session = session_from_row(row, user=None)  # the row's reward_shape (extra_info), else binary
     try:
         replay_completion(session, solution_str)
         reward = session.evaluate()

@@ -168,22 +168,23 @@ def tool_list(session: Session, types: ModuleType, *, expose_evaluate: bool = Fa
 def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scripted",
                      mode: str = "conversational", name: str = "scaleenv", max_sessions: int = 256,
                      prefer_sessions: bool = False, expose_evaluate: bool = False,
-                     require_session: bool = False) -> Any:  # the SDK's lowlevel Server
+                     require_session: bool = False, reward_shape: str = "binary") -> Any:  # the SDK's lowlevel Server
     """A low-level MCP ``Server`` for one task; each client session gets a fresh episode.
 
     ``prefer_sessions`` (for streamable HTTP) answers ``server/discover`` with the handshake protocol
     versions only, so that clients fall back to the initialize handshake and get an ``Mcp-Session-Id``.
     ``expose_evaluate`` lists the ``evaluate`` tool and the reward resource (never for agents in
     training: the reward's diff gives the answer away). ``require_session`` refuses requests without
-    a session id (streamable HTTP), so that no two clients share a world.
+    a session id (streamable HTTP), so that no two clients share a world. ``reward_shape`` is the
+    shape ``evaluate`` scores in (``binary``, ``partial``, ``dense``; its sub-goals come with it).
     """
     types, Server = _mcp()
     clash = sorted(RESERVED_NAMES & set(task.tools))
     if clash:
         raise IntegrationError(f"task {task.id}: tool name {clash[0]!r} is reserved by the MCP server")
-    worlds = SessionWorlds(lambda: Session(source, task, user=user, mode=mode), max_sessions,
-                           require_session=require_session)
-    probe = Session(source, task, user=user, mode=mode)
+    worlds = SessionWorlds(lambda: Session(source, task, user=user, mode=mode, reward_shape=reward_shape),
+                           max_sessions, require_session=require_session)
+    probe = Session(source, task, user=user, mode=mode, reward_shape=reward_shape)
     tools = tool_list(probe, types, expose_evaluate=expose_evaluate)
     prompt, request = probe.system_prompt(), probe.opening
     probe.close()
@@ -270,7 +271,7 @@ def _prefer_sessions(server: Any, types: ModuleType) -> None:
 
 def serve(universe: str | Path, task_id: str, *, transport: str = "stdio", host: str = "127.0.0.1",
           port: int = 8000, user: str | None = "scripted", mode: str = "conversational",
-          expose_evaluate: bool = False, max_sessions: int = 256) -> None:
+          expose_evaluate: bool = False, max_sessions: int = 256, reward_shape: str = "binary") -> None:
     """Serve one task over stdio or streamable HTTP (``http://HOST:PORT/mcp``) until stopped."""
     if transport not in TRANSPORTS:
         raise IntegrationError(f"unknown transport {transport!r}; use stdio or http")
@@ -278,7 +279,7 @@ def serve(universe: str | Path, task_id: str, *, transport: str = "stdio", host:
     task = source.task(task_id)
     http = transport == "http"
     server = build_mcp_server(source, task, user=user, mode=mode, prefer_sessions=http, require_session=http,
-                              expose_evaluate=expose_evaluate, max_sessions=max_sessions)
+                              expose_evaluate=expose_evaluate, max_sessions=max_sessions, reward_shape=reward_shape)
     if transport == "stdio":
         import anyio
         from mcp.server.stdio import stdio_server

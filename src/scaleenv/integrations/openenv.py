@@ -64,9 +64,10 @@ class ScaleEnvOpenEnv(Environment):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, universe: str | Path | None = None, *, user: str | None = "scripted",
-                 mode: str | None = None):
+                 mode: str | None = None, reward_shape: str | None = None):
         super().__init__()
         self.universe = str(universe) if universe is not None else None
+        self.reward_shape = reward_shape
         self.user = user
         self.mode = mode
         self._session: Session | None = None
@@ -90,11 +91,11 @@ class ScaleEnvOpenEnv(Environment):
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: object) -> ListToolsObservation:
         row = {k: v for k, v in kwargs.items() if k in ("task_id", "task_json", "universe", "mode",
-                                                         "extra_info", "info", "env_id")}
+                                                         "extra_info", "info", "env_id", "reward_shape")}
         if self._session is not None:
             self._session.close()
         self._session = session_from_row(row, universe=self.universe, user=self.user,
-                                         mode=self.mode, seed=int(seed or 0))
+                                         mode=self.mode, seed=int(seed or 0), reward_shape=self.reward_shape)
         s = self._session
         self._state = ScaleEnvOpenEnvState(episode_id=episode_id or f"{s.task.id}#{seed or 0}", step_count=0,
                                            env_id=s.task.domain, task_id=s.task.id, state_hash=s.episode.state_hash())

@@ -32,6 +32,7 @@ from scaleenv.errors import InputError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.reward.state import Reward
+from scaleenv.reward.subgoals import REWARD_SHAPES, ShapedReward
 from scaleenv.tools.output import dumps
 
 _T = TypeVar("_T")
@@ -104,8 +105,11 @@ def opening_messages(task: Task, spec: DomainSpec | None, mode: str = "conversat
 
 
 def reward_json(reward: Reward, max_diff: int = 20) -> dict[str, Any]:
-    return {"score": reward.score, "success": reward.success, "components": reward.components,
-            "diff": reward.diff[:max_diff]}
+    out = {"score": reward.score, "success": reward.success, "components": reward.components,
+           "diff": reward.diff[:max_diff]}
+    if isinstance(reward, ShapedReward):  # a partial or dense shape: which sub-goals are met
+        out.update({k: v for k, v in reward.to_json().items() if k in ("shape", "subgoals")})
+    return out
 
 
 class Session(ToolEnv):
@@ -117,16 +121,19 @@ class Session(ToolEnv):
     """
 
     def __init__(self, source: TaskSource, task: Task, *, user: str | None = "scripted",
-                 mode: str = "conversational", max_user_turns: int = 10, seed: int = 0, all_tools: bool = False):
+                 mode: str = "conversational", max_user_turns: int = 10, seed: int = 0, all_tools: bool = False,
+                 reward_shape: str = "binary"):
         if mode not in MODES:
             raise IntegrationError(f"unknown mode {mode!r}; use conversational or solo")
+        if reward_shape not in REWARD_SHAPES:
+            raise IntegrationError(f"unknown reward shape {reward_shape!r}; use {', '.join(REWARD_SHAPES)}")
         if user not in (None, "scripted"):
             raise IntegrationError(f"unknown user {user!r}; tool-only adapters use the scripted user (or None)")
         self.source = source
         simulated = ScriptedUser() if user == "scripted" and mode == "conversational" else None
         episode = source.acquire(task, all_tools=all_tools)
         super().__init__(task, episode, user=simulated, mode=mode, channel=Channel.TOOL, max_turns=2**31,
-                         max_user_turns=max_user_turns, seed=seed,
+                         max_user_turns=max_user_turns, seed=seed, reward_shape=reward_shape,
                          release=lambda ep: source.release(task, ep, all_tools=all_tools))
         self.reset()
 
@@ -155,7 +162,7 @@ def _maybe_json(v: object) -> object:
 
 def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
     """The scaleenv references of a dataset row of any export format, flattened:
-    ``task_json``, ``task_id``, ``env_id``, ``universe``, ``mode`` (those present)."""
+    ``task_json``, ``task_id``, ``env_id``, ``universe``, ``mode``, ``reward_shape`` (those present)."""
     out: dict[str, Any] = {}
     layers = [row]
     for nested in ("extra_info", "info"):
@@ -163,7 +170,7 @@ def row_fields(row: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(v, Mapping):
             layers.append(v)
     for layer in reversed(layers):  # the top level wins
-        for k in ("task_json", "task_id", "env_id", "universe", "mode"):
+        for k in ("task_json", "task_id", "env_id", "universe", "mode", "reward_shape"):
             if layer.get(k) is not None:
                 out[k] = layer[k]
     return out
@@ -182,12 +189,15 @@ def task_from_row(row: Mapping[str, Any], universe: str | Path | None = None) ->
 
 def session_from_row(row: Mapping[str, Any], *, universe: str | Path | None = None, user: str | None = "scripted",
                      mode: str | None = None, max_user_turns: int = 10, seed: int = 0,
-                     all_tools: bool = False) -> Session:
-    """A fresh :class:`Session` for a dataset row of any export format."""
+                     all_tools: bool = False, reward_shape: str | None = None) -> Session:
+    """A fresh :class:`Session` for a dataset row of any export format. ``reward_shape`` (else the
+    row's ``reward_shape``, else ``binary``): see :mod:`scaleenv.reward.subgoals`."""
     source, task = task_from_row(row, universe)
-    mode = mode or row_fields(row).get("mode") or "conversational"
+    fields = row_fields(row)
+    mode = mode or fields.get("mode") or "conversational"
+    shape = reward_shape or fields.get("reward_shape") or "binary"
     return Session(source, task, user=user, mode=mode, max_user_turns=max_user_turns, seed=seed,
-                   all_tools=all_tools)
+                   all_tools=all_tools, reward_shape=str(shape))
 
 
 def gold_calls(task: Task, outputs: list[Any]) -> list[tuple[str, dict[str, Any]]]:

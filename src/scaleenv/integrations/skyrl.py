@@ -45,7 +45,8 @@ class ScaleEnvSkyRL(BaseTextEnv):
         cfg = env_config or {}
         get = cfg.get if hasattr(cfg, "get") else (lambda k, d=None: getattr(cfg, k, d))
         self.session: Session = session_from_row(extras, universe=get("universe", None),
-                                                 user=get("user", "scripted"), mode=get("mode", None))
+                                                 user=get("user", "scripted"), mode=get("mode", None),
+                                                 reward_shape=get("reward_shape", None))
         self.max_turns = int(extras.get("max_turns") or get("max_turns", None) or DEFAULT_MAX_TURNS)
 
     @property

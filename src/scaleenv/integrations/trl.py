@@ -15,7 +15,9 @@ optional parameters with a ``None`` default) but *accepts* ``**arguments``: what
 reaches scaleenv, which validates it and answers a bad call with the same error text a rollout or
 the MCP server gives. Tasks with different tool sets (several domains included) get a class each,
 and rows are routed to theirs by the ``environment`` column. The reward is the task's, computed on
-the episode's world. Nothing here imports TRL: the classes are plain Python, and ``train_dataset``
+the episode's world, in the ``reward_shape`` asked for (``binary``, ``partial`` or ``dense``: the
+dense return). Between training rounds, ``ScaleEnvTRLSpec.from_curriculum(DIR)`` takes the training
+set ``scaleenv curriculum`` wrote as the dataset. Nothing here imports TRL: the classes are plain Python, and ``train_dataset``
 needs ``datasets``.
 """
 
@@ -118,6 +120,8 @@ class ScaleEnvTRLEnv:
     user: str | None = "scripted"
     mode: str | None = None
     max_user_turns: int = 10
+    reward_shape: str | None = None
+    """``binary``, ``partial`` or ``dense``; ``None``: the row's ``reward_shape``, else binary."""
     tool_set: frozenset[str] = frozenset()
     """The domain tools this class offers."""
     environment: str = ""
@@ -135,7 +139,7 @@ class ScaleEnvTRLEnv:
         if self._session is not None:
             self._session.close()
         self._session = session_from_row(row, universe=self.universe, user=self.user, mode=self.mode,
-                                         max_user_turns=self.max_user_turns)
+                                         max_user_turns=self.max_user_turns, reward_shape=self.reward_shape)
         task = self._session.task
         if (self.domain and task.domain != self.domain) or (self.environment and tool_set_name(task) != self.environment):
             raise IntegrationError(f"row of task {task.id} reached the {type(self).__name__} environment, which lacks "
@@ -184,7 +188,7 @@ class ScaleEnvTRLEnv:
 
 def make_env_class(source: TaskSource, domain: str, *, user: str | None = "scripted", mode: str | None = None,
                    tools: Iterable[str] | None = None, name: str | None = None,
-                   environment: str = "") -> type[ScaleEnvTRLEnv]:
+                   environment: str = "", reward_shape: str | None = None) -> type[ScaleEnvTRLEnv]:
     """An ``environment_factory`` class of one domain whose tool methods are ``tools`` (default:
     every tool of the domain), typed and documented from the spec."""
     spec = source.spec(domain)
@@ -192,7 +196,7 @@ def make_env_class(source: TaskSource, domain: str, *, user: str | None = "scrip
     if unknown := sorted(keep - {t.name for t in spec.tools}):
         raise IntegrationError(f"domain {domain} has no tool {unknown[0]!r}")
     attrs: dict[str, Any] = {"universe": str(source.root), "domain": domain, "user": user, "mode": mode,
-                             "tool_set": frozenset(keep), "environment": environment,
+                             "tool_set": frozenset(keep), "environment": environment, "reward_shape": reward_shape,
                              "__doc__": f"scaleenv {domain} environment: {spec.description}",
                              "__module__": __name__}
     for tool in spec.tools:
@@ -215,9 +219,13 @@ class ScaleEnvTRLSpec:
 
     def __init__(self, universe: str | Path | None = None, *, domains: Iterable[str] = (),
                  mode: str = "conversational", user: str | None = "scripted", task_ids: Iterable[str] = (),
-                 tools: Iterable[str] | None = None):
+                 tools: Iterable[str] | None = None, reward_shape: str | None = None):
         from scaleenv.integrations.export import select_tasks
+        from scaleenv.reward.subgoals import REWARD_SHAPES
 
+        if reward_shape is not None and reward_shape not in REWARD_SHAPES:
+            raise IntegrationError(f"unknown reward shape {reward_shape!r}; use {', '.join(REWARD_SHAPES)}")
+        self.reward_shape = reward_shape
         self.source = task_source(universe)
         self.mode = mode
         self.tasks = select_tasks(self.source, domains)
@@ -239,7 +247,19 @@ class ScaleEnvTRLSpec:
                 title = "".join(w.title() for w in t.domain.split("_"))
                 self.classes[env] = make_env_class(self.source, t.domain, user=user, mode=mode, tools=keep,
                                                    name=f"ScaleEnv_{title}_{env.rpartition('.')[2]}",
-                                                   environment=env)
+                                                   environment=env, reward_shape=reward_shape)
+
+    @classmethod
+    def from_curriculum(cls, path: str | Path, **kwargs: Any) -> ScaleEnvTRLSpec:
+        """The training set a ``scaleenv curriculum`` step wrote (its directory), as the dataset of
+        the next round: its tasks, in its order; ``kwargs`` as for the constructor."""
+        from scaleenv.run.curriculum import CurriculumError, curriculum_task_ids
+
+        try:
+            ids = curriculum_task_ids(path)
+        except CurriculumError as e:
+            raise IntegrationError(str(e)) from None
+        return cls(Path(path), task_ids=ids, **kwargs)
 
     def rows(self) -> list[dict[str, Any]]:
         from scaleenv.integrations.export import task_row

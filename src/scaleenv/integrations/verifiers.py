@@ -50,6 +50,7 @@ class ScaleEnvData(vf.TaskData):
     universe: str
     task_json: str
     mode: str = "conversational"
+    reward_shape: str = "binary"
 
 
 class ScaleEnvState(vf.State):
@@ -81,7 +82,8 @@ class ScaleEnvToolset(vf.Toolset[vf.ToolsetConfig, ScaleEnvState]):
 
     async def setup_task(self, task: ScaleEnvTask) -> None:
         data = task.data
-        self.session = Session(task_source(data.universe), parse_task(data.task_json), mode=data.mode)
+        self.session = Session(task_source(data.universe), parse_task(data.task_json), mode=data.mode,
+                               reward_shape=getattr(data, "reward_shape", "binary"))
 
     def register(self, mcp: _ToolServer) -> None:
         mcp.list_tools = self._with_state(self.list_tools)
@@ -131,6 +133,8 @@ class ScaleEnvTasksetConfig(vf.TasksetConfig):
     """The universe directory (else ``$SCALEENV_UNIVERSE``)."""
     domains: list[str] = Field(default_factory=list)
     mode: str = "conversational"
+    reward_shape: str = "binary"
+    """``binary``, ``partial`` or ``dense`` (the score the toolset keeps in the rollout state)."""
     tools: vf.ToolsetConfig = vf.ToolsetConfig()
     task: vf.TaskConfig = vf.TaskConfig()
 
@@ -149,7 +153,8 @@ class ScaleEnvTaskset(vf.Taskset[ScaleEnvTask, ScaleEnvTasksetConfig]):
                 id=t.id, name=t.id, description=t.domain.replace("_", " "),
                 prompt=opening_request(t, self.config.mode),
                 system_prompt=system_prompt(t, source.spec(t.domain), self.config.mode),
-                env_id=t.domain, universe=str(source.root), task_json=t.to_jsonl(), mode=self.config.mode),
+                env_id=t.domain, universe=str(source.root), task_json=t.to_jsonl(), mode=self.config.mode,
+                reward_shape=self.config.reward_shape),
                 self.config.task)
 
 

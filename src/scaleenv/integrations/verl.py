@@ -18,6 +18,11 @@ user, whose reply is merged as a non-trained turn (``response_mask`` 0); the use
 set as ``AgentLoopOutput.reward_score`` (verl then skips its reward loop) and its components go to
 ``extra_fields["reward_components"]``.
 
+The reward shape is the loop's ``reward_shape`` (else the row's ``extra_info.reward_shape``, else
+``binary``). Between training rounds, export a ``scaleenv curriculum`` training set (a universe
+directory) with ``scaleenv export DIR --format verl`` or
+:func:`scaleenv.integrations.export.curriculum_rows` and train on it.
+
 ``compute_score`` (from :mod:`scaleenv.integrations.hermes`) works without the agent loop too: it
 reads the components the loop left, or else replays the ``<tool_call>`` blocks of ``solution_str``.
 """
@@ -44,6 +49,7 @@ from scaleenv.formats.trajectory import STOP
 from scaleenv.integrations.export import AGENT_NAME, verl_configs
 from scaleenv.integrations.hermes import compute_score, parse_hermes_calls, replay_completion, run_call
 from scaleenv.integrations.session import USER_TOOL, Session, row_fields, session_from_row
+from scaleenv.reward.subgoals import ShapedReward
 
 __all__ = ["AGENT_NAME", "ScaleEnvAgentLoop", "compute_score", "parse_hermes_calls", "replay_completion",
            "verl_configs"]
@@ -63,6 +69,8 @@ class ScaleEnvAgentLoop(ToolAgentLoop):
 
     universe: str | None = None
     """Universe directory when rows don't carry one (else ``$SCALEENV_UNIVERSE``)."""
+    reward_shape: str | None = None
+    """``binary``, ``partial`` or ``dense`` (the dense return); ``None``: the row's, else binary."""
 
     def __init__(self, *args: object, tools: object = None, **kwargs: object):
         super().__init__(*args, tools=None, **kwargs)  # the episode owns the tools
@@ -72,7 +80,7 @@ class ScaleEnvAgentLoop(ToolAgentLoop):
         truth = (kwargs.get("reward_model") or {}).get("ground_truth")
         if truth and "task_json" not in row_fields(row):
             row["task_id"] = truth
-        session = session_from_row(row, universe=self.universe)
+        session = session_from_row(row, universe=self.universe, reward_shape=self.reward_shape)
         messages = list(kwargs.get("raw_prompt") or session.opening_messages())
         agent_data = AgentData(messages=messages, image_data=None, video_data=None, audio_data=None,
                                mm_processor_kwargs=None, metrics={}, request_id=uuid4().hex, tools_kwargs={})
@@ -112,6 +120,8 @@ class ScaleEnvAgentLoop(ToolAgentLoop):
         output.extra_fields.update({"reward_components": comps, "turn_scores": agent_data.turn_scores,
                                     "tool_rewards": agent_data.tool_rewards, "task_id": session.task.id,
                                     "reward_diff": reward.diff[:5]})
+        if isinstance(reward, ShapedReward) and reward.subgoals is not None:
+            output.extra_fields["reward_subgoals"] = reward.subgoals.to_json()
         return output
 
     def _limits_hit(self, agent_data: AgentData) -> bool:

@@ -49,9 +49,10 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
     return out
 
 
-def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
+def check_universe(path: str | Path, seed: int | None = None, reward_shape: str = "binary") -> dict[str, Any]:
     """Re-run every gate on every task: gold 1.0, and 0 for no-op, random, the write-everything hack,
-    read-dump, spray, parrot and the distractor swap (counts ``<gate>_zero`` of tasks where it holds)."""
+    read-dump, spray, parrot and the distractor swap (counts ``<gate>_zero`` of tasks where it holds:
+    at most 0 under a ``partial`` or ``dense`` reward shape)."""
     from scaleenv.env.cache import TaskWorldCache
     from scaleenv.errors import UniverseError
     from scaleenv.synth.tasks.gates import ZERO_GATES, run_gates
@@ -69,10 +70,10 @@ def check_universe(path: str | Path, seed: int | None = None) -> dict[str, Any]:
             except UniverseError as e:
                 failures.append({"task": task.id, "failed": ["load"], "reason": str(e)})
                 continue
-            g = run_gates(ep, task, seed, detail=True)
-            counts["gold_pass"] += g.scores["gold"] == 1.0
+            g = run_gates(ep, task, seed, detail=True, reward_shape=reward_shape)
+            counts["gold_pass"] += "gold_not_1" not in g.failures()
             for gate in ZERO_GATES:
-                counts[f"{gate}_zero"] += g.scores[gate] == 0.0
+                counts[f"{gate}_zero"] += g.scores[gate] <= 0.0
             if not g.passed:
                 failures.append({"task": task.id, "failed": g.failures(), "scores": g.to_json()})
             ep.close()

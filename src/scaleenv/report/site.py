@@ -251,8 +251,13 @@ def _write_run(run: Run, w: _Writer) -> None:
     })
 
 
-def build_site(universe: str | Path, results: list[Path] | None = None, out: str | Path = "report.html") -> SiteInfo:
-    """Write the report site for ``universe`` (and the rollouts in ``results``) to ``out``."""
+def build_site(universe: str | Path, results: list[Path] | None = None, out: str | Path = "report.html",
+               loops: list[Path] | None = None) -> SiteInfo:
+    """Write the report site for ``universe`` (and the rollouts in ``results``, and the curriculum
+    loops in ``loops``: their ``loop.json``) to ``out``."""
+    from scaleenv.report.curriculum import curriculum_cards, load_loop
+
+    loop_data = [load_loop(p) for p in loops or []]
     u = Universe(universe)
     counts = universe_counts(universe)
     runs: list[Run] = []
@@ -283,7 +288,8 @@ def build_site(universe: str | Path, results: list[Path] | None = None, out: str
             "domains": ("Domains", domains_body(side)),
             "tasks": ("Tasks", tasks_body()),
             "trajectories": ("Trajectories", trajectories_body(bool(runs))),
-            "plots": ("Plots", plots_body(runs, by_id, [d["domain"] for d in counts["per_domain"]], rejections)),
+            "plots": ("Plots", curriculum_cards(loop_data)
+                      + plots_body(runs, by_id, [d["domain"] for d in counts["per_domain"]], rejections)),
         }
         for page, (title, body) in pages.items():
             w.text(f"{page}.html", shell(page, title, body, home=home, root="", subtitle=subtitle))

@@ -22,6 +22,10 @@ class Reward:
     success: bool
     components: dict[str, float]
     diff: list[str] = field(default_factory=list)
+    mismatched: list[tuple[str, Any, str]] = field(default_factory=list, repr=False, compare=False)
+    """``(table, key, why)`` for each mismatched row (``why``: ``missing``, ``extra`` or ``cells``; the
+    expected key of a created row, the final key of an unpaired extra one); not in :meth:`to_json`
+    (the sub-goal rewards read it: :mod:`scaleenv.reward.subgoals`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"score": self.score, "success": self.success, "components": self.components, "diff": self.diff}
@@ -183,6 +187,7 @@ def compute_reward(
     """
     cells = _Cells(final, matcher, threshold)
     diff: list[str] = []
+    bad_rows: list[tuple[str, Any, str]] = []
     rows_bad = 0
     cells_bad = 0
     by_table: dict[str, list[Any]] = {}
@@ -200,9 +205,11 @@ def compute_reward(
         paired_final = set(pairs.values())
         for k in sorted(want.keys() - pairs.keys(), key=_sort):
             rows_bad += 1
+            bad_rows.append((table, k, "missing"))
             diff.append(f"{table}[{k!r}]: expected row is missing")
         for k in sorted(got.keys() - paired_final, key=_sort):
             rows_bad += 1
+            bad_rows.append((table, k, "extra"))
             diff.append(f"{table}[{k!r}]: unexpected row written (extra write)")
         for ch in changes:
             where = f"{table}[{ch.key!r}]"
@@ -210,22 +217,28 @@ def compute_reward(
                 continue  # a created row: compared through the pairing
             if ch.kind == "added":
                 rows_bad += 1
+                bad_rows.append((table, ch.key, "cells"))  # a row the gold chain removed is still there
                 diff.append(f"{where}: unexpected row written (extra write)")
                 continue
             if ch.kind == "removed":
                 rows_bad += 1
+                bad_rows.append((table, ch.key, "missing"))
                 diff.append(f"{where}: expected row is missing")
                 continue
             bad = [(c, why) for c, (w, g) in ch.columns.items() if cells.checked(table, c)
                    and (why := cells.mismatch(table, c, w, g)) is not None]
             cells_bad += len(bad)
             rows_bad += bool(bad)
+            if bad:
+                bad_rows.append((table, ch.key, "cells"))
             diff.extend(f"{where}.{c}: {why}" for c, why in bad)
         for wk, gk in sorted(pairs.items(), key=lambda kv: _sort(kv[0])):
             bad = cells.row_mismatches(table, want[wk], got[gk])
             where = f"{table}[{wk!r}]" if wk == gk else f"{table}[{wk!r} as {gk!r}]"
             cells_bad += len(bad)
             rows_bad += bool(bad)
+            if bad:
+                bad_rows.append((table, wk, "cells"))
             diff.extend(f"{where}.{c}: {why}" for c, why in bad)
     facts = list(answer_facts)
     facts_ok = 0
@@ -243,4 +256,4 @@ def compute_reward(
         "mismatched_cells": float(cells_bad),
         "answer_facts": facts_frac,
     }
-    return Reward(1.0 if success else 0.0, success, components, diff)
+    return Reward(1.0 if success else 0.0, success, components, diff, bad_rows)

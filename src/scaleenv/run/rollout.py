@@ -39,6 +39,7 @@ from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import episode_id, summary
 from scaleenv.parallel import EXECUTORS, Executor, make_executor
 from scaleenv.parallel.shipping import ShippedUniverse
+from scaleenv.reward.subgoals import REWARD_SHAPES
 from scaleenv.universe import Universe
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ class RolloutJob:
     agent_options: AgentOptions = field(default_factory=AgentOptions)
     user_options: UserOptions = field(default_factory=UserOptions)
     fingerprint: str = ""
+    reward_shape: str = "binary"
 
     def settings(self) -> dict[str, Any]:
         """The settings that decide the policy (and so the fingerprint a resume must match). How an
@@ -111,7 +113,8 @@ class RolloutJob:
             return {k: v for k, v in opts.items() if k not in transport}
 
         conv = self.mode == "conversational"
-        return {"agent": self.agent, "user": self.user if conv else None,
+        shape = {"reward_shape": self.reward_shape} if self.reward_shape != "binary" else {}
+        return {**shape, "agent": self.agent, "user": self.user if conv else None,
                 "mode": self.mode, "max_turns": self.max_turns, "max_user_turns": self.max_user_turns,
                 "agent_options": policy(self.agent_options.public())
                 if _llm(self.agent) or self.agent == "random" else {},
@@ -179,7 +182,7 @@ class RolloutWorker:
         agent = make_agent(job.agent, job.agent_options, self.clients)
         user = make_user(job.user or "", job.user_options, self.clients) if job.mode == "conversational" else None
         with ToolEnv(task, ep, user=user, mode=job.mode, max_turns=job.max_turns, max_user_turns=job.max_user_turns,
-                     seed=seed, release=lambda e: self.cache.release(task, e)) as env:
+                     seed=seed, release=lambda e: self.cache.release(task, e), reward_shape=job.reward_shape) as env:
             self.live.add(env)
             try:
                 traj = await run_episode(env, agent, seed=seed, trial=trial,
@@ -300,6 +303,8 @@ class RolloutConfig:
     force: bool = False
     agent_options: AgentOptions = field(default_factory=AgentOptions)
     user_options: UserOptions = field(default_factory=UserOptions)
+    reward_shape: str = "binary"
+    """``binary``, ``partial`` or ``dense`` (:mod:`scaleenv.reward.subgoals`): the score each episode gets."""
 
     def trajectories_path(self) -> Path | None:
         if self.trajectories is not None:
@@ -348,6 +353,8 @@ def validate_config(cfg: RolloutConfig) -> None:
         raise RolloutError(f"--num-tasks must be at least 1, got {cfg.num_tasks}")
     if cfg.resume and cfg.force:
         raise RolloutError("use either --resume or --force, not both")
+    if cfg.reward_shape not in REWARD_SHAPES:
+        raise RolloutError(f"unknown --reward {cfg.reward_shape!r}; use {', '.join(REWARD_SHAPES)}")
 
 
 def select_tasks(universe: Universe, cfg: RolloutConfig) -> list[Task]:
@@ -436,6 +443,7 @@ def build_results(cfg: RolloutConfig, job: RolloutJob, universe: Universe, tasks
         "executor": cfg.executor, "workers": cfg.workers, "ray_address": cfg.ray_address,
         "concurrency": concurrency(cfg), "domains": sorted({t.domain for t in tasks}), "num_tasks": cfg.num_tasks,
         "task_ids": list(cfg.task_ids), "fingerprint": job.fingerprint,
+        **({"reward_shape": cfg.reward_shape} if cfg.reward_shape != "binary" else {}),
     }
     return {
         "format": RESULTS_FORMAT,
@@ -500,7 +508,7 @@ def make_job(cfg: RolloutConfig, universe: Universe) -> RolloutJob:
     job = RolloutJob(universe=str(Path(universe.root).resolve()), agent=cfg.agent,
                      user=cfg.user if cfg.mode == "conversational" else None, mode=cfg.mode,
                      max_turns=cfg.max_turns, max_user_turns=cfg.max_user_turns, concurrency=concurrency(cfg),
-                     agent_options=cfg.agent_options, user_options=cfg.user_options)
+                     agent_options=cfg.agent_options, user_options=cfg.user_options, reward_shape=cfg.reward_shape)
     job.fingerprint = fingerprint(job, cfg.seed, universe.manifest)
     return job
 

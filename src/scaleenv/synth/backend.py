@@ -84,7 +84,7 @@ class ProceduralBackend:
     def task_maker(self, ctx: DomainContext) -> Callable[[int], Task]:
         from scaleenv.synth.tasks.families import generate_task
 
-        seed, chain = self.cfg["seed"], self.chain
+        seed, chain = self.cfg.get("task_seed", self.cfg["seed"]), self.chain
         return lambda attempt: generate_task(ctx, seed, attempt, chain)
 
     def max_attempts(self, k: int) -> int:

@@ -94,6 +94,8 @@ class BuildConfig:
     chain_length: tuple[int, int] = (3, 8)
     llm: dict[str, Any] | None = None  # the LLM back end's settings (scaleenv.llm.session.LLMConfig fields)
     llm_language: dict[str, Any] | None = None  # LLM rewriting of procedural tasks' language (same fields)
+    task_seed: int | None = None
+    """Seed of the tasks alone (default: ``seed``): new tasks over the same domains, tools and base worlds."""
 
     def __post_init__(self) -> None:
         """Settings are checked here, once, for every caller (the CLI only maps flags to them)."""
@@ -116,6 +118,8 @@ class BuildConfig:
             key["llm"] = {"model": self.llm.get("model"), "role_models": self.llm.get("role_models") or {}}
         if self.llm_language:
             key["llm_language"] = self.llm_language.get("model")
+        if self.task_seed is not None:
+            key["task_seed"] = self.task_seed
         return key
 
     @property
@@ -301,6 +305,8 @@ def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
                "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm,
                "llm_language": cfg.llm_language}
+    if cfg.task_seed is not None:
+        job_cfg["task_seed"] = cfg.task_seed
     results = _run_executor(cfg, job_cfg, progress)
     ordered = [results[n] for n in cfg.domains]
     write_json(cfg.out / "universe.json", {

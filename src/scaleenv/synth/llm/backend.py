@@ -73,7 +73,7 @@ class LLMBackend:
         from scaleenv.synth.llm.tasks import generate_llm_task
         from scaleenv.synth.tasks.generate import TaskRejected
 
-        seed = self.cfg["seed"]
+        seed = self.cfg.get("task_seed", self.cfg["seed"])
 
         def make_task(attempt: int) -> Task:
             try:

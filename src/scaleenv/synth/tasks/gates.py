@@ -55,8 +55,9 @@ class GateResult:
         return not self.failures()
 
     def failures(self) -> list[str]:
-        out = [] if self.scores.get("gold") == 1.0 else ["gold_not_1"]
-        return out + [f"{g}_not_0" for g in ZERO_GATES if self.scores.get(g, 0.0) != 0.0]
+        # at most 0 (a dense shape's penalties take hacks below 0); binary scores are never negative
+        out = [] if abs(self.scores.get("gold", 0.0) - 1.0) <= 1e-9 else ["gold_not_1"]
+        return out + [f"{g}_not_0" for g in ZERO_GATES if self.scores.get(g, 0.0) > 0.0]
 
     def to_json(self) -> dict[str, float]:
         return dict(self.scores)
@@ -66,16 +67,18 @@ def _max_turns(ep: Episode, task: Task) -> int:
     return len(ep.tool_names) + len(task.gold_chain) + RANDOM_CALLS + READ_DUMP_ROUNDS + 2
 
 
-def play_policy(ep: Episode, task: Task, agent: Agent, rng: random.Random) -> Any:
+def play_policy(ep: Episode, task: Task, agent: Agent, rng: random.Random, reward_shape: str = "binary") -> Any:
     """An agent's reward on the task, played through the environment core (solo: the gates judge
-    the world and what was said, not a conversation)."""
-    env = ToolEnv(task, ep, mode=Mode.SOLO, max_turns=_max_turns(ep, task), release=lambda _: None)
+    the world and what was said, not a conversation), in ``reward_shape``."""
+    env = ToolEnv(task, ep, mode=Mode.SOLO, max_turns=_max_turns(ep, task), release=lambda _: None,
+                  reward_shape=reward_shape)
     return play(env, agent, rng)
 
 
-def score_policy(ep: Episode, task: Task, policy: str, rng: random.Random | None = None) -> Any:
+def score_policy(ep: Episode, task: Task, policy: str, rng: random.Random | None = None,
+                 reward_shape: str = "binary") -> Any:
     """One reference policy's reward on the task (see :mod:`scaleenv.env.policies`)."""
-    return play_policy(ep, task, reference_policy(policy), rng or random.Random(f"gates:0:{task.id}"))
+    return play_policy(ep, task, reference_policy(policy), rng or random.Random(f"gates:0:{task.id}"), reward_shape)
 
 
 def swap_pairs(ep: Episode, task: Task) -> list[tuple[Any, Any]]:
@@ -109,18 +112,20 @@ def swap_pairs(ep: Episode, task: Task) -> list[tuple[Any, Any]]:
     return pairs
 
 
-def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False) -> GateResult:
-    """Score the gold chain and every policy that must score 0 (see the module docstring)."""
+def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, reward_shape: str = "binary") -> GateResult:
+    """Score the gold chain and every policy that must score 0 (see the module docstring), in
+    ``reward_shape`` (``partial``, ``dense``: the hacks must score at most 0)."""
+    shape = reward_shape
     rng = random.Random(f"gates:{seed}:{task.id}")
     scores: dict[str, float] = {}
-    gold = score_policy(ep, task, "oracle", rng)
+    gold = score_policy(ep, task, "oracle", rng, shape)
     scores["gold"] = gold.score
     details: dict[str, Any] = {"gold_diff": gold.diff[:5]} if detail else {}
     for gate in ZERO_GATES:
         if gate == "swap":
             best = 0.0
             for target, other in swap_pairs(ep, task):
-                r = play_policy(ep, task, SwapAgent(target, other), rng)
+                r = play_policy(ep, task, SwapAgent(target, other), rng, shape)
                 if r.score > best:
                     best = r.score
                     if detail:
@@ -129,15 +134,15 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False) -> G
         elif gate == "random":
             # several independent draws: a single-write task whose target the sampler can hit must not
             # pass because one seed happened to miss it (the first draw keeps the shared stream)
-            scores["random"] = score_policy(ep, task, "random", rng).score
+            scores["random"] = score_policy(ep, task, "random", rng, shape).score
             for i in range(1, RANDOM_DRAWS):
-                if scores["random"] != 0.0:
+                if scores["random"] > 0.0:
                     break
                 extra = random.Random(f"gates:{seed}:{task.id}:random:{i}")
-                scores["random"] = score_policy(ep, task, "random", extra).score
+                scores["random"] = max(scores["random"], score_policy(ep, task, "random", extra, shape).score)
         else:
-            scores[gate] = score_policy(ep, task, _POLICY[gate], rng).score
-        if scores[gate] != 0.0 and not detail:
+            scores[gate] = score_policy(ep, task, _POLICY[gate], rng, shape).score
+        if scores[gate] > 0.0 and not detail:
             break  # rejected: the rest need not run
     ep.reset()
     return GateResult(scores, details)
