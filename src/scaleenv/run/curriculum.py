@@ -16,7 +16,7 @@ directory (the same format every command and adapter reads) with ``curriculum.js
    agent: shorter when it fails most tasks, longer when it passes most.
 
 A task's family is ``task.family`` and its tier ``task.difficulty.tier`` where the task format has
-them, else ``standard`` and the difficulty level.
+them, else ``direct`` and the difficulty level.
 """
 
 from __future__ import annotations
@@ -99,11 +99,13 @@ def parse_window(text: str) -> tuple[float, float]:
 
 # ------------------------------------------------------------------------------------ task features
 def task_family(task: Task) -> str:
-    return str(getattr(task, "family", None) or "standard")
+    """The family that made ``task`` (``direct`` for task files older than families)."""
+    return task.family
 
 
 def task_tier(task: Task) -> str:
-    return str(getattr(task.difficulty, "tier", None) or task.difficulty.level)
+    """The task's difficulty tier (its generation level for task files older than tiers)."""
+    return task.difficulty.tier or task.difficulty.level
 
 
 def goal_tools(task: Task) -> list[str]:
