@@ -57,6 +57,17 @@ def is_confirmation(sentence: str) -> bool:
     return bool(_CONFIRM.search(sentence))
 
 
+_ACTION_CONFIRM = re.compile(
+    r"\b(shall i|should i|do you want me to|would you like me to|want me to|may i (go ahead|proceed)|"
+    r"(ok|okay|alright) to|go ahead|proceed)\b", re.IGNORECASE)
+
+
+def is_action_confirmation(sentence: str) -> bool:
+    """A yes/no check before the agent acts ("Shall I go ahead and cancel ...?"), as opposed to a
+    request to confirm a fact ("Can you confirm your e-mail?")."""
+    return bool(_ACTION_CONFIRM.search(sentence))
+
+
 def asks_identity(sentence: str) -> bool:
     """A question about who the user is ("What is your id?", "Can I have your details?")."""
     return bool(_IDENTITY.search(sentence))
@@ -83,11 +94,18 @@ class Progress:
         """Mark what ``agent_text`` reports; whether anything new was reported."""
         before = sum(self.done)
         for sentence in sentences(agent_text):
+            if _FAIL.search(sentence) and not sentence.rstrip().endswith("?"):
+                for i, o in enumerate(self.objectives):
+                    if o.kind == "refusal" and not self.done[i]:
+                        self.done[i] = True  # told that (and why) it cannot be done
+                        break
             if sentence.rstrip().endswith("?") or _FAIL.search(sentence):
                 continue
             s = norm(sentence)
             open_ = [i for i, d in enumerate(self.done) if not d]
             reads = [i for i in open_ if self.objectives[i].kind == "read"]
+            if not reads and not any(self.objectives[i].kind == "write" for i in open_):
+                continue
             writes = [i for i in open_ if self.objectives[i].kind == "write"]
             answered = [i for i in reads if _mentions(s, self.objectives[i].asks) and _VALUE.search(sentence)]
             for i in answered:

@@ -95,7 +95,9 @@ class ScriptedUser(User):
     - Answers questions about the facts it knows, matched through the domain's vocabulary
       (:class:`~scaleenv.env.vocabulary.Vocabulary`); "what is your id?" gets the facts that
       identify it; reveals withheld facts only when asked about them; a confirmation question gets
-      a yes, a decision point of its profile gets its decision; anything else it does not know.
+      a yes, unless it names one of the user's facts with another value (the wrong record or value:
+      then a no and the right value); a decision point of its profile gets its decision; anything
+      else it does not know.
     - Judges, from what the agent says, which goals were reported done (or answered)
       (:class:`~scaleenv.env.judge.Progress`), and recaps only the others.
     - Ends with the stop marker once every goal was reported done, when its turns run out, or
@@ -155,7 +157,7 @@ class ScriptedUser(User):
 
     def answer(self, agent_text: str) -> tuple[list[str], bool]:
         """What the user says to the questions in ``agent_text``, and whether it asked any."""
-        from scaleenv.env.judge import asks_identity, is_confirmation, questions
+        from scaleenv.env.judge import asks_identity, is_action_confirmation, is_confirmation, questions
 
         parts: list[str] = []
         given: list[str] = []
@@ -166,6 +168,13 @@ class ScriptedUser(User):
         unknown = False
         for sentence in questions(agent_text):
             asked_any = True
+            if is_action_confirmation(sentence) and not decisions:
+                wrong = self.wrong_fact(sentence)
+                if wrong is not None:
+                    parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self.identity)}")
+                elif "Yes, please go ahead." not in parts:
+                    parts.append("Yes, please go ahead.")
+                continue
             facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
@@ -189,6 +198,22 @@ class ScriptedUser(User):
         elif unknown and not parts:
             parts.append("I don't know that, sorry.")
         return parts, asked_any
+
+    def wrong_fact(self, sentence: str) -> str | None:
+        """A fact of the user's that a confirmation question names with another value (the wrong
+        record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
+        rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
+        for f in self.vocab.asked(sentence, sentence):
+            v = self.known.get(f)
+            if v is None or isinstance(v, bool) or _value_pattern(v).search(sentence):
+                continue
+            number = isinstance(v, int | float) and bool(re.search(r"\d", rest))
+            email = isinstance(v, str) and "@" in v and "@" in rest
+            when = isinstance(v, str) and bool(re.match(r"\d{4}-\d{2}-\d{2}", v)) and bool(
+                re.search(r"\d{4}-\d{2}-\d{2}", rest))
+            if number or email or when:
+                return f
+        return None
 
     async def reply(self, agent_text: str) -> str:
         self.turns += 1
