@@ -169,7 +169,7 @@ class ScriptedUser(User):
         for sentence in questions(agent_text):
             asked_any = True
             if is_action_confirmation(sentence) and not decisions:
-                wrong = self.wrong_fact(sentence)
+                wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
                 if wrong is not None:
                     parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self.identity)}")
                 elif "Yes, please go ahead." not in parts:
@@ -203,10 +203,14 @@ class ScriptedUser(User):
         """A fact of the user's that a confirmation question names with another value (the wrong
         record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
         rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
+        stated = [g for g, v in self.known.items() if v is not None and _value_pattern(v).search(sentence)]
         for f in self.vocab.asked(sentence, sentence):
             v = self.known.get(f)
-            if v is None or isinstance(v, bool) or _value_pattern(v).search(sentence):
+            if v is None or isinstance(v, bool) or f in stated:
                 continue
+            col = self.vocab.split(f)[1]
+            if any(g != f and (g == col or g.endswith(" " + col)) for g in stated):
+                continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
             number = isinstance(v, int | float) and bool(re.search(r"\d", rest))
             email = isinstance(v, str) and "@" in v and "@" in rest
             when = isinstance(v, str) and bool(re.match(r"\d{4}-\d{2}-\d{2}", v)) and bool(

@@ -66,6 +66,8 @@ class ConditionalBuilder(TaskBuilder):
         self.branches: tuple[Goal, Goal] | None = None  # (when the condition holds, otherwise)
         self.condition = ""
         self.condition_table = ""
+        self.test: tuple[str, float, bool] | None = None
+        """(column, threshold, whether the target's value reaches it)."""
 
     def pick_condition(self, table: str, row: dict[str, Any]) -> tuple[str, bool]:
         """A condition on a positive number of ``row`` ("the weight kg of ... is at least 12"), and
@@ -87,6 +89,7 @@ class ConditionalBuilder(TaskBuilder):
             holds, t = True, _nice(x * self.rng.uniform(0.55, 0.9), col.type == "integer")
         if (x >= t) != holds or t <= 0 or t == x:
             raise TaskRejected("no_condition_column", table)
+        self.test = (col.name, t, holds)
         return f"{{the}} {human(col.name)}{{of}} is at least {spoken(int(t) if float(t).is_integer() else t)}", holds
 
     def alternative(self, scratch: World, primary: ToolSpec, args: dict[str, Any],
@@ -97,6 +100,8 @@ class ConditionalBuilder(TaskBuilder):
         options = [t for t in self.ctx.goal_tools if t.name != primary.name and (f := self.ctx.focus(t)) is not None
                    and f[1] == focus[1]]
         self.rng.shuffle(options)
+        # the same kind of change reads as one decision ("change the breed, else the weight"), so it goes first
+        options.sort(key=lambda t: t.meta.get("family") != primary.meta.get("family"))
         sampler = ArgSampler(scratch, self.rng)
         target = args[focus[0]]
         for tool in options[:ALTERNATIVES]:
