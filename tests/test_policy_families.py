@@ -191,21 +191,43 @@ def test_conditional_tasks_take_the_branch_the_data_says_and_both_branches_occur
     assert seen == {True, False}
 
 
-def test_family_tasks_pass_the_audit(tmp_path):
-    from scaleenv.report.counts import check_universe
-    from scaleenv.synth.audit import audit_universe
+@pytest.fixture(scope="module")
+def universe(tmp_path_factory):
     from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 
-    u = tmp_path / "u"
+    u = tmp_path_factory.mktemp("families") / "u"
     cfg = BuildConfig(out=u, domains=["pet_care"], tasks_per_domain=12)
     prepare_out(cfg)
     run_build(cfg)
+    return u
+
+
+def test_family_tasks_pass_the_audit_and_the_check(universe):
+    from scaleenv.report.counts import check_universe
+    from scaleenv.synth.audit import audit_universe
+
+    u = universe
     families = {json.loads(line)["family"] for line in (u / "tasks" / "pet_care.jsonl").read_text().splitlines()}
     assert {"refusal", "partial"} <= families
     report = audit_universe(u)
     assert report.defects == 0, report.examples
     gates = check_universe(u)
     assert gates["naive_zero"] == gates["tasks"] == 12 and not gates["failures"]
+
+
+def test_the_exports_carry_the_policy(universe, tmp_path):
+    from typer.testing import CliRunner
+
+    from scaleenv.cli import app
+
+    res = CliRunner().invoke(app, ["export", str(universe), "--format", "tau2", "--out", str(tmp_path / "t")])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "t" / "pet_care" / "policy.md").read_text()
+    assert "cannot be cancelled less than 14 days" in text and "explicit yes" in text
+    res = CliRunner().invoke(app, ["export", str(universe), "--format", "jsonl", "--out", str(tmp_path / "r.jsonl")])
+    assert res.exit_code == 0, res.output
+    row = json.loads((tmp_path / "r.jsonl").read_text().splitlines()[0])
+    assert "less than 14 days" in json.dumps(row)
 
 
 # --- procedure checks -------------------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ _IDENTITY = re.compile(
 _DONE = re.compile(
     r"\b(done|completed?|all set|taken care of|successfully|success|has been|have been|is now|are now|now (is|are|"
     r"has|shows?)|went through|processed|finished|updated|changed|cancell?ed|"
-    r"booked|created|added|registered|recorded|marked|scheduled|placed|set to|confirmed)\b", re.IGNORECASE)
+    r"booked|created|added|registered|recorded|marked|scheduled|placed|set to|confirmed|sold|bought|paid|sent|"
+    r"deposited|withdrawn|transferred|refunded|voided)\b", re.IGNORECASE)
 _FAIL = re.compile(
     r"\b(could not|couldn't|cannot|can't|can not|unable|failed|fails|not possible|wasn't able|was not able|"
     r"weren't able|error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
