@@ -72,6 +72,18 @@ def test_every_default_domain_has_a_policy_with_checkable_rules(name):
         assert verdicts, rule.name  # the predicate runs on the base world
 
 
+@pytest.mark.parametrize("name", sorted(catalog()))
+def test_no_rule_reason_states_another(name):
+    """A refusal's reason has the other rules' reasons as rivals: none may state another (fuzzy matching
+    of long phrases would let "above 80 percent" state "above 50 percent")."""
+    from scaleenv.reward.facts import value_stated
+
+    reasons = [r.reason for r in catalog()[name].policy if r.reason]
+    assert len(set(reasons)) == len(reasons)
+    for a in reasons:
+        assert not [b for b in reasons if b != a and value_stated(a, b)], a
+
+
 def test_the_policy_is_shown_to_the_agent_and_named_by_this_seeds_tools():
     spec = context("pet_care").spec
     task = _family("pet_care", "refusal", 1)[0]
