@@ -94,6 +94,8 @@ class Progress:
     def update(self, agent_text: str) -> bool:
         """Mark what ``agent_text`` reports; whether anything new was reported."""
         before = sum(self.done)
+        if any(is_action_confirmation(q) for q in questions(agent_text)):
+            return False  # "Shall I go ahead with ...?": nothing is done yet, whatever the values it quotes say
         for sentence in sentences(agent_text):
             if _FAIL.search(sentence) and not sentence.rstrip().endswith("?"):
                 for i, o in enumerate(self.objectives):

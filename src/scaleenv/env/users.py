@@ -197,26 +197,32 @@ class ScriptedUser(User):
             parts.insert(len(decisions), said)
         elif unknown and not parts:
             parts.append("I don't know that, sorry.")
-        return parts, asked_any
+        verdict = [p for p in parts if p.startswith(("Yes, please go ahead.", "No, that is not right"))]
+        return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
 
     def wrong_fact(self, sentence: str) -> str | None:
         """A fact of the user's that a confirmation question names with another value (the wrong
         record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
         rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
         stated = [g for g, v in self.known.items() if v is not None and _value_pattern(v).search(sentence)]
+        asked = " ".join(self.ctx.task.user_profile.goals)  # what the user asked for (two goals may share a fact name)
         for f in self.vocab.asked(sentence, sentence):
             v = self.known.get(f)
             if v is None or isinstance(v, bool) or f in stated:
                 continue
             col = self.vocab.split(f)[1]
-            if any(g != f and (g == col or g.endswith(" " + col)) for g in stated):
+            if any(g != f and (g == col or g.endswith(" " + col) or f.endswith(" " + g)) for g in stated):
                 continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
-            number = isinstance(v, int | float) and bool(re.search(r"\d", rest))
-            email = isinstance(v, str) and "@" in v and "@" in rest
-            when = isinstance(v, str) and bool(re.match(r"\d{4}-\d{2}-\d{2}", v)) and bool(
-                re.search(r"\d{4}-\d{2}-\d{2}", rest))
-            if number or email or when:
-                return f
+            if isinstance(v, int | float):
+                said = re.findall(r"(?<![\d\-.])\d+(?:\.\d+)?(?![\d\-])", rest)
+            elif isinstance(v, str) and "@" in v:
+                said = re.findall(r"[\w.+-]+@[\w.-]+\w", rest)
+            elif isinstance(v, str) and re.match(r"\d{4}-\d{2}-\d{2}", v):
+                said = re.findall(r"\d{4}-\d{2}-\d{2}", rest)
+            else:
+                continue
+            if said and not any(_value_pattern(x).search(asked) for x in said):
+                return f  # a value of that kind the user neither knows nor asked for
         return None
 
     async def reply(self, agent_text: str) -> str:

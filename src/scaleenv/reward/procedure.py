@@ -9,7 +9,8 @@ to the agent (the opening request does not count: nobody asked).
 ``confirmation``: when the policy has a confirmation rule, every successful write it covers (its
 ``tools``; all write tools when it names none) came after an explicit yes: since the previous
 assistant message that changed something, the agent asked a question and the user's next message
-began with a yes ("Yes", "Sure, go ahead"). Writes in one assistant message share one yes.
+has a sentence that begins with a yes ("Yes", "Sure, go ahead") and none that begins with a no. Writes
+in one assistant message share one yes.
 
 The checks need someone to ask. :class:`~scaleenv.env.core.ToolEnv` requires them in conversational
 mode only (an unmet check sets the binary reward to 0 and adds a line to the diff); in solo mode,
@@ -36,6 +37,9 @@ CONFIRMATION = "writes_confirmed"
 
 _YES = re.compile(r"^\W*(yes|yeah|yep|yup|sure|correct|confirmed?|i confirm|go ahead|please do|please go ahead|"
                   r"that'?s (right|correct|fine)|ok(ay)?|absolutely|definitely|do it)\b", re.IGNORECASE)
+
+
+_NO = re.compile(r"^\W*(no|nope|don'?t|do not|stop|wait|cancel that)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -137,8 +141,9 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
         if ev.kind == "agent":
             asked = asked or "?" in ev.text
         elif ev.kind == "user":
-            if asked:
-                confirmed = bool(_YES.search(ev.text))  # any other answer to the question revokes a yes
+            if asked:  # any other answer to the question revokes a yes
+                said = [x for x in re.split(r"(?<=[.!?])\s+|\n+", ev.text) if x.strip()]
+                confirmed = any(_YES.search(x) for x in said) and not any(_NO.search(x) for x in said)
             asked = False
         elif id(ev) in need and ev.turn != last_turn:
             if not confirmed:
