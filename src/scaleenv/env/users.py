@@ -221,7 +221,8 @@ class ScriptedUser(User):
                 said = re.findall(r"\d{4}-\d{2}-\d{2}", rest)
             else:
                 continue
-            if said and not any(_value_pattern(x).search(asked) for x in said):
+            if said and not any((x in asked) if not x[0].isdigit() or "-" in x else bool(_value_pattern(x).search(asked))
+                                for x in said):
                 return f  # a value of that kind the user neither knows nor asked for
         return None
 
