@@ -136,6 +136,9 @@ class Call(BaseModel):
 
 
 class Task(_Record):
+    """A verified task. ``family`` is left out of its JSON while ``direct`` and ``forbidden`` while empty,
+    so task lines older than families round-trip byte for byte."""
+
     EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("forbidden",)
     id: str
     domain: str
@@ -155,6 +158,13 @@ class Task(_Record):
     """The calls the literal request asks for that must not happen (a refused request; the branch a
     condition rules out), resolved against the gold chain's outputs; the policy-ignorant gate plays the gold
     chain followed by them and must score 0."""
+
+    @model_serializer(mode="wrap")
+    def _drop_default_family(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = _Record._drop_unset(self, handler)
+        if data.get("family") == DEFAULT_FAMILY:
+            data.pop("family")
+        return data
 
     def chain_hash(self) -> str:
         payload = json.dumps([c.model_dump(mode="json") for c in self.gold_chain], sort_keys=True)
