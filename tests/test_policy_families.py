@@ -358,3 +358,17 @@ def test_chain_replays_unchanged_for_refusals():
     initial, expected = _worlds("football", task)
     run_chain(initial, context("football").spec, task.gold_chain)
     assert initial.state_hash() == expected.state_hash()
+
+
+def test_a_refusal_looks_up_what_its_rule_reads_so_the_tools_can_show_it():
+    """airline's late-cancellation rule reads the flight of a reservation: the gold chain fetches the flight,
+    so the task's tools include a way to see the departure time."""
+    tasks = _family("airline", "refusal", 6)
+    spec = context("airline").spec
+    late = [t for t in tasks if spec.policy.rule("no_late_cancellation").reason in
+            [f.value for f in t.answer_facts]]
+    assert late
+    for task in late:
+        checks = [c for c in task.gold_chain if c.purpose == "check the rule no_late_cancellation"]
+        assert checks and checks[0].tool in task.tools
+        assert spec.tool(checks[0].tool).returns.table == "flights"

@@ -87,7 +87,7 @@ class ConditionalBuilder(TaskBuilder):
         t = _nice(x * factor, col.type == "integer")
         if col.max is not None and t > col.max:
             holds, t = True, _nice(x * self.rng.uniform(0.55, 0.9), col.type == "integer")
-        if (x >= t) != holds or t <= 0 or t == x:
+        if (x >= t) != holds or t < 2 or t == x:  # "at least 1" of a count would hold for any record
             raise TaskRejected("no_condition_column", table)
         self.test = (col.name, t, holds)
         return f"{{the}} {human(col.name)}{{of}} is at least {spoken(int(t) if float(t).is_integer() else t)}", holds

@@ -6,9 +6,11 @@ call: the policy-ignorant gate plays the gold chain followed by it and must scor
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from scaleenv.formats.domain import PolicyRule, ToolSpec
+from scaleenv.formats.sqlinfo import analyze_sql
 from scaleenv.formats.task import REFUSAL_FACT, Call, Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.generate import LEVELS, TaskBuilder, TaskRejected
@@ -102,6 +104,27 @@ class RefusalBuilder(TaskBuilder):
         self.add_lookalikes()
         return trimmed
 
+    def add_evidence(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any]) -> None:
+        """Look up the records the rule reads beyond the target (the flight of a reservation), so the
+        task's tools can show why the request is refused; a rule whose data no tool shows is rejected."""
+        focus = self.ctx.focus(tool)
+        assert focus is not None and rule.forbid is not None
+        try:
+            read = analyze_sql(self.world.conn, rule.forbid).tables_read
+        except sqlite3.Error:
+            raise TaskRejected("rule_unverifiable", rule.name) from None
+        table = self.spec.table(focus[1])
+        row = self.world.row(focus[1], args[focus[0]])
+        assert table is not None and row is not None
+        for other in sorted(read - {focus[1]}):
+            fk = next((c.name for c in table.columns if c.foreign_key and c.foreign_key.split(".")[0] == other), None)
+            getter = self.ctx.tool_by_family("get", other)
+            if fk is None or row.get(fk) is None or getter is None or not getter.parameters:
+                raise TaskRejected("rule_unverifiable", f"{rule.name}: {other}")
+            ref = self.refs.get(focus[1])
+            value: Any = {**ref, "field": fk} if isinstance(ref, dict) else row[fk]
+            self.call_read(getter, {getter.parameters[0].name: value}, f"check the rule {rule.name}")
+
     def still_broken(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any], world: World) -> None:
         """The request must break the rule on the task's world too (clones shift dates)."""
         if rule not in broken_rules(world, self.spec, tool, args):
@@ -123,6 +146,7 @@ class RefusalBuilder(TaskBuilder):
         density = self.rng.randint(d_lo, d_hi)
         rule, tool, args = self.find_violation()
         args = self.target(tool, args, density)
+        self.add_evidence(rule, tool, args)
         initial = self.world.snapshot()
         scratch = World.from_snapshot(self.spec, initial)
         try:
