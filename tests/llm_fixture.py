@@ -484,6 +484,17 @@ def patch_for(prompt: str) -> dict[str, Any]:
     return {"rows": {}, "args": {}}
 
 
+def policy(bad: bool) -> dict:
+    """The policy agent's reply (the first one names a tool that does not exist)."""
+    late = {"name": "no_late_cancellation", "kind": "eligibility",
+            "text": "An appointment cannot be cancelled less than 14 days before it is due.",
+            "tools": ["cancel_the_visit" if bad else "cancel_appointment"], "reason": "less than 14 days",
+            "forbid": "SELECT scheduled_for < date(:today, '+14 days') FROM appointments WHERE id = :id"}
+    return {"rules": [{"name": "verify_owner", "kind": "identity", "text": "Look the owner up by e-mail first."},
+                      {"name": "confirm", "kind": "confirmation", "text": "Get an explicit yes before each change."},
+                      {"name": "scope", "kind": "scope", "text": "Never give medical advice."}, late]}
+
+
 # --- the responder ---------------------------------------------------------------------------
 
 
@@ -545,4 +556,6 @@ class PetCareScript:
             return solver_for(prompt)
         if role == "instruction":
             return json.dumps(instruction_for(prompt, first=not repair))
+        if role == "policy":
+            return json.dumps(policy(bad=not repair))
         raise AssertionError(f"unscripted role {role!r}")

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fake_openai import FakeOpenAI
-from llm_fixture import CHAINS, DROPPED, TOOLS, PetCareScript, role_of
+from llm_fixture import CHAINS, DROPPED, TOOLS, PetCareScript, policy, role_of
 from scaleenv.cli import app
 from scaleenv.formats.task import Task
 from scaleenv.synth.tasks.gates import ZERO_GATES
@@ -168,3 +168,20 @@ def test_requests_run_concurrently_and_the_universe_is_the_same(built, tmp_path)
         assert 2 <= srv.max_inflight <= 6
     for rel in ("domains/pet_care/spec.json", "domains/pet_care/graph.json", "tasks/pet_care.jsonl"):
         assert (u1 / rel).read_bytes() == (tmp_path / "u" / rel).read_bytes(), rel
+
+
+def test_the_policy_agent_writes_the_domain_policy_after_a_repair(built):
+    """The policy names admitted write tools and its predicate runs; the first reply (an unknown tool) was
+    sent back for repair."""
+    from scaleenv.formats.domain import DomainSpec
+    from scaleenv.synth.llm.policy import policy_problems
+
+    _, u, _ = built
+    spec = DomainSpec.model_validate(_json(u / "domains" / "pet_care" / "spec.json"))
+    assert spec.policy is not None
+    assert {r.kind for r in spec.policy.rules} == {"identity", "confirmation", "scope", "eligibility"}
+    late = spec.policy.rule("no_late_cancellation")
+    assert late.tools == ["cancel_appointment"] and late.reason in late.text
+    base = (u / "domains" / "pet_care" / "base.sqlite").read_bytes()  # a world snapshot
+    assert policy_problems(policy(bad=False), spec, base) == []
+    assert any("must name write tools" in p for p in policy_problems(policy(bad=True), spec, base))

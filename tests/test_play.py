@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from scaleenv.cli import app
 from scaleenv.env.core import make
 from scaleenv.env.language import spoken
+from scaleenv.formats.task import REFUSAL_FACT
 from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 from scaleenv.tools.chain import resolve_args
 from scaleenv.universe import Universe
@@ -28,7 +29,8 @@ def universe(tmp_path_factory) -> Path:
 
 
 def _gold_lines(universe: Path, task_id: str) -> list[str]:
-    """The gold chain as ``call`` lines with concrete arguments (resolved on a scratch episode)."""
+    """The gold chain as ``call`` lines with concrete arguments (resolved on a scratch episode), each write
+    after a confirmation question (the domain policy asks for an explicit yes)."""
     lines = []
     with make(universe, task_id, user=None, mode="solo") as env:
         env.reset()
@@ -37,13 +39,16 @@ def _gold_lines(universe: Path, task_id: str) -> list[str]:
             args = resolve_args(call, outputs, i)
             res = env.call(call.tool, args)
             outputs.append(res.value)
+            if env.tool_kind(call.tool) == "write":
+                lines.append(f"say Shall I go ahead with {call.tool} {json.dumps(args)}?")
             lines.append(f"call {call.tool} {json.dumps(args)}")
     return lines
 
 
 def test_play_the_gold_chain_from_stdin_scores_one(universe):
     task = Universe(universe).tasks()[0]
-    facts = " ".join(f"The {f.name.replace('_', ' ')} is {spoken(f.value)}." for f in task.answer_facts)
+    facts = " ".join(f"I cannot do that, it is against our policy: {f.value}." if f.name == REFUSAL_FACT
+                     else f"The {f.name.replace('_', ' ')} is {spoken(f.value)}." for f in task.answer_facts)
     script = ["tools", f"tool {task.gold_chain[0].tool}", *_gold_lines(universe, task.id),
               f"say Your request has been completed. {facts}", "done"]
     res = runner.invoke(app, ["play", str(universe), "--task", task.id], input="\n".join(script) + "\n")

@@ -99,7 +99,11 @@ def test_oracle_conversational_trajectory_shape(loader):
     assert len(calls) == len(task.gold_chain) == traj.tool_calls
     assert all(isinstance(json.loads(c["function"]["arguments"]), dict) for c in calls)
     assert traj.tools == ep.tool_schemas() and {t["function"]["name"] for t in traj.tools} == set(task.tools)
-    assert traj.steps == len(task.gold_chain) + 1 and traj.user_turns == 2
+    # the policy's procedure: before the first write an identity question, before each write a confirmation
+    said = [m for m in msgs if m["role"] == "assistant" and not m.get("tool_calls")]
+    writes = [c for c in task.gold_chain if ep.spec.tool(c.tool).kind == "write"]
+    assert len(said) == 1 + (1 + len(writes) if writes else 0)
+    assert traj.steps == len(task.gold_chain) + len(said) and traj.user_turns == 1 + len(said)
     assert traj.id == f"{task.id}#2" and traj.seed == 7
     assert set(traj.timings) == {"agent_s", "user_s", "tools_s", "eval_s", "total_s"}
     assert traj.timings["total_s"] >= traj.timings["tools_s"] > 0
@@ -212,7 +216,7 @@ def test_scripted_user_reveals_withheld_facts_only_when_asked(loader):
     assert STOP not in chatter and all(str(known[f]) not in chatter for f in withheld)
     fact = withheld[0]
     answer = asyncio.run(user.reply(f"Could you tell me the {fact}?"))
-    assert f" is {spoken(known[fact])}." in answer
+    assert f" {spoken(known[fact])}." in answer
     assert asyncio.run(user.reply("What is your favourite colour?")) == "I don't know that, sorry."
 
 
@@ -220,7 +224,7 @@ def test_scripted_user_stops_when_told_done_or_out_of_turns(loader):
     """The user ends when the agent reports its request done (its own judgement, not the reward's),
     when its turns run out, or when its patience does."""
     u, _ = loader
-    task = u.tasks()[0]
+    task = next(t for t in u.tasks() if t.family == "direct")  # a report of every change (nothing refused)
     user = ScriptedUser(patience=10)
     user.reset(UserContext(task=task, rng=None, max_turns=3))
     asyncio.run(user.opening())

@@ -136,6 +136,11 @@ def gold_agent_brain(tasks, malformed_task=None, parallel_first=False):
         if task.id == malformed_task:
             return {"role": "assistant", "content": None, "tool_calls": [
                 {"id": "bad", "type": "function", "function": {"name": chain[0].tool, "arguments": '{"full_name": '}}]}
+        opening = next((str(m.get("content")) for m in body["messages"] if m["role"] == "user"), "")
+        talking = not opening.startswith("Request from")  # a solo request (nobody answers a question)
+        asked = [m.get("content") for m in body["messages"] if m["role"] == "assistant"]
+        if talking and n < len(chain) and chain[n].purpose == "goal" and f"Shall I go ahead with step {n}?" not in asked:
+            return {"role": "assistant", "content": f"Shall I go ahead with step {n}?"}  # the policy: a yes first
         if n < len(chain):
             calls = [{"id": f"call_{n}", "type": "function",
                       "function": {"name": chain[n].tool, "arguments": json.dumps(resolve_args(chain[n], outputs, n))}}]
@@ -159,6 +164,8 @@ def user_brain(body):
     if len(turns) == 1:
         goals = [line[2:] for line in system.splitlines() if line.startswith("- ")]
         return {"role": "assistant", "content": " ".join(goals)}
+    if str(turns[-1].get("content", "")).startswith("Shall I go ahead"):
+        return {"role": "assistant", "content": "Yes, please go ahead."}
     return {"role": "assistant", "content": f"Great, thanks. {STOP}"}
 
 

@@ -216,6 +216,7 @@ def _answer_task(col: str, target: dict, other: dict) -> Task:
     task.answer_facts = [AnswerFact(name=f"pet {col}", value=target[col])]
     task.tools = sorted({"get_pet", *task.tools})
     task.verification.distractors = {"pets": [other["id"]]}
+    task.forbidden = []
     return task
 
 

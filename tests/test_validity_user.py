@@ -14,7 +14,7 @@ from scaleenv.env.core import ToolEnv
 from scaleenv.env.judge import Progress, objectives_of
 from scaleenv.env.language import spoken
 from scaleenv.env.users import ScriptedUser, UserContext
-from scaleenv.formats.task import Decision, Objective, Task
+from scaleenv.formats.task import REFUSAL_FACT, Decision, Objective, Task
 from scaleenv.formats.trajectory import STOP
 from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 from scaleenv.tools.chain import resolve_args
@@ -47,7 +47,8 @@ def _wrong(v: object) -> object:
 def _transcript(task: Task, *, right: bool) -> list[str]:
     """What a careful agent says: questions, a confirmation, progress chatter, then its report with
     every answer (right or wrong values: the user cannot tell)."""
-    facts = [f"The {f.name.replace('_', ' ')} is {spoken(f.value if right else _wrong(f.value))}."
+    facts = [f"I cannot do that, our policy does not allow it: {f.value if right else _wrong(f.value)}."
+             if f.name == REFUSAL_FACT else f"The {f.name.replace('_', ' ')} is {spoken(f.value if right else _wrong(f.value))}."
              for f in task.answer_facts]
     return ["Hello! What is your id?", "Could you give me your email address?", "I am looking into it.",
             "Shall I go ahead with the change?", "What is your favourite colour?",
@@ -163,7 +164,7 @@ def test_scripted_user_understands_synonyms_and_decides():
 
 def test_older_task_files_get_objectives_from_their_goals(loader):
     u, _ = loader
-    task = next(t for t in u.tasks() if t.answer_facts)
+    task = next(t for t in u.tasks() if t.answer_facts and t.family == "direct")  # older files: no families
     old = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"objectives": [],
                                                                                          "identity": []})})
     objectives = objectives_of(old)
@@ -190,7 +191,7 @@ def test_content_parts_are_heard_and_scored_end_to_end(loader):
     """An agent replying with OpenAI content parts (a list, not a string) is heard by the user and
     its answers count."""
     u, cache = loader
-    task = next(t for t in u.tasks() if t.answer_facts)
+    task = next(t for t in u.tasks() if t.answer_facts and t.family == "direct")
     env = ToolEnv(task, cache.acquire(task), user=ScriptedUser(), release=lambda ep: cache.release(task, ep))
     try:
         env.reset()

@@ -34,6 +34,7 @@ from scaleenv.errors import InputError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP, Trajectory
+from scaleenv.reward.procedure import procedure_checks, with_procedure
 from scaleenv.reward.state import Reward
 from scaleenv.tools.args import check_call_count
 from scaleenv.tools.output import error_output
@@ -211,13 +212,16 @@ class ToolEnv:
     def _clear(self, seed: int) -> None:
         self.seed = seed
         self.messages: list[dict[str, Any]] = []
+        self.log: list[dict[str, Any]] = []
+        """The whole conversation in message form, the user's replies included in either channel (the
+        procedure checks read it)."""
         self.transcript: list[dict[str, str]] = []
         self.termination: Termination | None = None
         self.error: str | None = None
         self.steps = self.tool_calls = self.tool_errors = self.user_turns = 0
         self.timings = {"agent_s": 0.0, "user_s": 0.0, "tools_s": 0.0, "eval_s": 0.0}
         self.opening = ""
-        self._reward: tuple[tuple[int, int], Reward] | None = None
+        self._reward: tuple[tuple[int, int, int], Reward] | None = None
         self._started = time.perf_counter()
         self.shaping.reset()
 
@@ -275,6 +279,8 @@ class ToolEnv:
             self.opening = text
             if self.user is None or self.channel is Channel.TOOL:  # else _user_says put it there
                 self.messages.append({"role": "user", "content": text})
+            if self.user is None:
+                self.log.append({"role": "user", "content": text})
         if self.termination is None and self.max_turns <= 0:
             self.termination = Termination.MAX_TURNS
         self.set_system_prompt(system_prompt)
@@ -309,6 +315,7 @@ class ToolEnv:
             return self._end(Termination.ERROR, f"agent returned {type(action).__name__}, not a message", [])
         msg = {**action, "role": "assistant"}
         self.messages.append(msg)
+        self.log.append(msg)
         text = message_text(msg.get("content"))
         said = text.replace(STOP, "").strip()
         observation: list[dict[str, Any]] = []
@@ -319,6 +326,7 @@ class ToolEnv:
             for call_id, name, args in calls:
                 res = self.reject(args) if isinstance(args, MalformedToolCall) else await self.acall(name, args)
                 observation.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
+                self.log.append(observation[-1])
             if STOP in text:
                 self.termination = Termination.AGENT_STOP
         else:
@@ -416,6 +424,8 @@ class ToolEnv:
         self._account()
         return ToolResult(False, error_output(INVALID_ARGUMENTS, why), error=INVALID_ARGUMENTS, message=why)
 
+    _in_user_tool = False
+
     async def _user_tool(self, args: Any) -> ToolResult:
         message = args.get("message") if isinstance(args, Mapping) else None
         extra = sorted(set(args) - {"message"}) if isinstance(args, Mapping) else []
@@ -427,7 +437,11 @@ class ToolEnv:
             stats.by_code["invalid_arguments"] += 1
             return ToolResult(False, error_output("invalid_arguments", f"{USER_TOOL}: {why}"),
                               error="invalid_arguments", message=why)
-        reply = await self.amessage_user(message)
+        self._in_user_tool = True
+        try:
+            reply = await self.amessage_user(message)
+        finally:
+            self._in_user_tool = False
         return ToolResult(True, reply, value=reply)
 
     async def amessage_user(self, text: str) -> str:
@@ -472,6 +486,8 @@ class ToolEnv:
             self.timings["user_s"] += time.perf_counter() - t
         self.user_turns += 1
         self.transcript.append({"role": "user", "content": text})
+        if self.channel is Channel.TEXT or agent_text is None or not self._in_user_tool:
+            self.log.append({"role": "user", "content": text})
         if self.channel is Channel.TEXT:
             self.messages.append({"role": "user", "content": text})
         if STOP in text:
@@ -481,25 +497,33 @@ class ToolEnv:
     # ------------------------------------------------------------------ reward
     def evaluate(self) -> Reward:
         """The reward of the world as it is now; reused while no tool ran and nothing new was said.
-        Under a ``partial`` or ``dense`` shape its score follows the shape (``success`` stays binary)."""
-        key = (self.episode.stats.calls, len(self.episode.said))
+        In conversational mode with a user, the domain policy's procedure checks are part of it
+        (:mod:`scaleenv.reward.procedure`). Under a ``partial`` or ``dense`` shape its score follows the
+        shape (``success`` stays binary)."""
         t = time.perf_counter()
         try:
-            if self._reward is None or self._reward[0] != key:
-                self._reward = (key, self.episode.evaluate())
-            return self.shaping.rescore(self, self._reward[1]) if self.shaping.active else self._reward[1]
+            reward = self._binary_reward()
+            return self.shaping.rescore(self, reward) if self.shaping.active else reward
         finally:
             self.timings["eval_s"] += time.perf_counter() - t
+
+    def _binary_reward(self) -> Reward:
+        """The episode's binary reward, procedure checks included, cached until something is called,
+        said or logged."""
+        key = (self.episode.stats.calls, len(self.episode.said), len(self.log))
+        if self._reward is None or self._reward[0] != key:
+            reward = self.episode.evaluate()
+            if self.user is not None:
+                reward = with_procedure(reward, procedure_checks(self.task, self.spec, self.log))
+            self._reward = (key, reward)
+        return self._reward[1]
 
     def _account(self) -> None:
         """Let the dense shape see the episode after a call or a message (its potential, its penalties)."""
         if self.shaping.shape != "dense":
             return
-        key = (self.episode.stats.calls, len(self.episode.said))
         try:
-            if self._reward is None or self._reward[0] != key:
-                self._reward = (key, self.episode.evaluate())
-            self.shaping.update(self, self._reward[1])
+            self.shaping.update(self, self._binary_reward())
         except Exception:  # noqa: BLE001, S110 - a failing evaluation is reported by final_reward at the end
             pass
 

@@ -28,7 +28,8 @@ _IDENTITY = re.compile(
 _DONE = re.compile(
     r"\b(done|completed?|all set|taken care of|successfully|success|has been|have been|is now|are now|now (is|are|"
     r"has|shows?)|went through|processed|finished|updated|changed|cancell?ed|"
-    r"booked|created|added|registered|recorded|marked|scheduled|placed|set to|confirmed)\b", re.IGNORECASE)
+    r"booked|created|added|registered|recorded|marked|scheduled|placed|set to|confirmed|sold|bought|paid|sent|"
+    r"deposited|withdrawn|transferred|refunded|voided)\b", re.IGNORECASE)
 _FAIL = re.compile(
     r"\b(could not|couldn't|cannot|can't|can not|unable|failed|fails|not possible|wasn't able|was not able|"
     r"weren't able|error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
@@ -57,6 +58,17 @@ def is_confirmation(sentence: str) -> bool:
     return bool(_CONFIRM.search(sentence))
 
 
+_ACTION_CONFIRM = re.compile(
+    r"\b(shall i|should i|do you want me to|would you like me to|want me to|may i (go ahead|proceed)|"
+    r"(ok|okay|alright) to|go ahead|proceed)\b", re.IGNORECASE)
+
+
+def is_action_confirmation(sentence: str) -> bool:
+    """A yes/no check before the agent acts ("Shall I go ahead and cancel ...?"), as opposed to a
+    request to confirm a fact ("Can you confirm your e-mail?")."""
+    return bool(_ACTION_CONFIRM.search(sentence))
+
+
 def asks_identity(sentence: str) -> bool:
     """A question about who the user is ("What is your id?", "Can I have your details?")."""
     return bool(_IDENTITY.search(sentence))
@@ -82,12 +94,21 @@ class Progress:
     def update(self, agent_text: str) -> bool:
         """Mark what ``agent_text`` reports; whether anything new was reported."""
         before = sum(self.done)
+        if any(is_action_confirmation(q) for q in questions(agent_text)):
+            return False  # "Shall I go ahead with ...?": nothing is done yet, whatever the values it quotes say
         for sentence in sentences(agent_text):
+            if _FAIL.search(sentence) and not sentence.rstrip().endswith("?"):
+                for i, o in enumerate(self.objectives):
+                    if o.kind == "refusal" and not self.done[i]:
+                        self.done[i] = True  # told that (and why) it cannot be done
+                        break
             if sentence.rstrip().endswith("?") or _FAIL.search(sentence):
                 continue
             s = norm(sentence)
             open_ = [i for i, d in enumerate(self.done) if not d]
             reads = [i for i in open_ if self.objectives[i].kind == "read"]
+            if not reads and not any(self.objectives[i].kind == "write" for i in open_):
+                continue
             writes = [i for i in open_ if self.objectives[i].kind == "write"]
             answered = [i for i in reads if _mentions(s, self.objectives[i].asks) and _VALUE.search(sentence)]
             for i in answered:

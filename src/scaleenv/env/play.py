@@ -7,6 +7,7 @@ Commands, one per line (typed, or piped on stdin)::
     call NAME {JSON}       call a tool with JSON arguments (``{}`` or nothing for none)
     say TEXT               send TEXT to the simulated user and read the reply
     request                show the user's opening request again
+    policy                 the agent's instructions: the system prompt with the domain's policy
     help                   this list
     done                   end the episode: the reward, its diff, and the gold chain
 
@@ -94,6 +95,8 @@ class Player:
             self.say(rest)
         elif verb == "request":
             self._user(self.env.opening)
+        elif verb == "policy":
+            self.console.print(escape(self.env.system_prompt(user_tool=False)))
         else:
             self.console.print(f"[red]unknown command {escape(verb)!r}[/red]; type help")
         return True

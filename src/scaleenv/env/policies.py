@@ -2,6 +2,7 @@
 
     oracle      replays the gold chain (resolving references from the tool outputs it gets), states
                 the answer facts, then stops
+    naive       the gold chain plus the task's forbidden calls (the request taken literally, the policy ignored)
     noop        does nothing
     random      schema-valid random calls with values drawn from the world, then stops
     write_all   calls every write tool once with arguments that satisfy its preconditions where it
@@ -29,7 +30,7 @@ from scaleenv.env.agents import (
     text_message,
     tool_call_message,
 )
-from scaleenv.formats.task import Task
+from scaleenv.formats.task import REFUSAL_FACT, Task
 from scaleenv.formats.trajectory import STOP
 
 RANDOM_CALLS = 12
@@ -39,7 +40,8 @@ RANDOM_CALLS = 12
 def answer_text(task: Task) -> str:
     """Every answer fact as a sentence (what the oracle tells the user), after a report that the
     requested changes are done when the task asks for any."""
-    facts = [f"The {f.name} is {f.value}." for f in task.answer_facts]
+    facts = [f"I cannot do that, it is against our policy: {f.value}." if f.name == REFUSAL_FACT
+             else f"The {f.name} is {f.value}." for f in task.answer_facts]
     writes = any(o.kind == "write" for o in task.user_profile.objectives) or (
         not task.user_profile.objectives and len(task.user_profile.goals) > len(task.answer_facts))
     return "\n".join((["Your request has been completed."] if writes or not facts else []) + facts)
@@ -47,7 +49,12 @@ def answer_text(task: Task) -> str:
 
 class OracleAgent(Agent):
     """Replays the task's gold chain one call per step (resolving references from the tool outputs
-    it receives), states the answer facts, then ends."""
+    it receives), states the answer facts, then ends.
+
+    In conversational mode it follows the domain's policy as a careful agent would: before the first
+    write it asks the user to verify their identity (when the policy has an identity rule), and
+    before each write a confirmation rule covers it asks "Shall I go ahead ...?" with the call's
+    arguments, and waits for the reply."""
 
     name = "oracle"
 
@@ -56,26 +63,61 @@ class OracleAgent(Agent):
         self._step = 0
         self._outputs: list[Any] = []
         self._said = False
+        self._awaiting: int | None = None
+        self._asked: set[Any] = set()
+        spec = ctx.episode.spec if ctx.episode is not None else None
+        policy = spec.policy if spec is not None and ctx.mode == "conversational" else None
+        self._identity = bool(policy and policy.of_kind("identity"))
+        confirm = policy.of_kind("confirmation") if policy else []
+        scoped = {t for r in confirm for t in r.tools}
+        self._confirm: set[int] = set()
+        for i, call in enumerate(self.chain()):
+            tool = spec.tool(call.tool) if spec is not None else None
+            if confirm and tool is not None and tool.kind == "write" and (not scoped or tool.name in scoped):
+                self._confirm.add(i)
+        writes = [i for i, c in enumerate(self.chain())
+                  if spec is not None and (t := spec.tool(c.tool)) is not None and t.kind == "write"]
+        self._first_write = writes[0] if writes else None
+
+    def chain(self) -> list[Any]:
+        """The calls it replays."""
+        return list(self.ctx.task.gold_chain)
+
+    def _take_output(self, messages: list[dict[str, Any]]) -> None:
+        if self._awaiting is None:
+            return
+        want = f"oracle_{self._awaiting}"
+        out: Any = None
+        for m in reversed(messages):
+            if m.get("role") == "tool" and m.get("tool_call_id") == want:
+                try:
+                    out = json.loads(m.get("content") or "null")
+                except ValueError:
+                    out = None
+                break
+        self._outputs.append(out)
+        self._awaiting = None
 
     async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         from scaleenv.tools.chain import ChainError, resolve_args
 
-        chain = self.ctx.task.gold_chain
-        if 0 < self._step <= len(chain):
-            last = messages[-1] if messages else {}
-            out: Any = None
-            if last.get("role") == "tool" and last.get("tool_call_id") == f"oracle_{self._step - 1}":
-                try:
-                    out = json.loads(last.get("content") or "null")
-                except ValueError:
-                    out = None
-            self._outputs.append(out)
+        chain = self.chain()
+        self._take_output(messages)
         if self._step < len(chain):
             call = chain[self._step]
             try:
                 args = resolve_args(call, self._outputs, self._step)
             except ChainError as e:
                 raise AgentError(f"oracle: gold chain does not replay: {e}") from None
+            if self._identity and self._step == self._first_write and "identity" not in self._asked:
+                self._asked.add("identity")
+                return text_message("Before I change anything, could you please verify your identity by giving me "
+                                    "your details?")
+            if self._step in self._confirm and self._step not in self._asked:
+                self._asked.add(self._step)
+                shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
+                return text_message(f"Shall I go ahead with {call.tool.replace('_', ' ')} ({shown})?")
+            self._awaiting = self._step
             self._step += 1
             return tool_call_message(call.tool, args, f"oracle_{self._step - 1}")
         self._step += 1
@@ -83,6 +125,17 @@ class OracleAgent(Agent):
             self._said = True
             return text_message(answer_text(self.ctx.task))
         return text_message(STOP)
+
+
+class NaiveAgent(OracleAgent):
+    """The literal request, the policy ignored: the gold chain, then the task's forbidden calls (the refused
+    requests, the branch its condition rules out), then the answer facts. Must score 0 wherever a task has
+    forbidden calls (the policy-ignorant gate)."""
+
+    name = "naive"
+
+    def chain(self) -> list[Any]:
+        return [*self.ctx.task.gold_chain, *self.ctx.task.forbidden]
 
 
 class NoopAgent(Agent):
@@ -149,7 +202,7 @@ class WriteEverythingAgent(Agent):
 
 
 POLICIES: dict[str, type[Agent]] = {"oracle": OracleAgent, "noop": NoopAgent, "random": RandomAgent,
-                                    "write_all": WriteEverythingAgent}
+                                    "write_all": WriteEverythingAgent, "naive": NaiveAgent}
 
 
 def reference_policy(name: str, *, random_calls: int = RANDOM_CALLS) -> Agent:

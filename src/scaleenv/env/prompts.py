@@ -25,11 +25,28 @@ SOLO_TOOL_SUFFIX = (
 )
 
 
+POLICY_HEADER = (
+    "\n\nPolicy of the {domain} service (follow it; the tools do not enforce every rule):\n{rules}\n"
+    "When a rule forbids what the user asks, do not do it: tell the user you cannot, and why (name the rule's "
+    "condition)."
+)
+SOLO_POLICY_NOTE = "\nIn this session there is no one to ask: a rule that needs the user's yes or identity is met by the request itself."
+
+
+def policy_section(spec: DomainSpec | None, mode: str = "conversational") -> str:
+    """The domain's policy as the agent is told it (empty when the domain has none)."""
+    if spec is None or spec.policy is None or not spec.policy.rules:
+        return ""
+    text = POLICY_HEADER.replace("{domain}", spec.name.replace("_", " ")).replace("{rules}", spec.policy.document())
+    return text + (SOLO_POLICY_NOTE if mode == "solo" else "")
+
+
 def system_prompt(task: Task, spec: DomainSpec | None, mode: str = "conversational", *, user_tool: bool = True) -> str:
     """The agent's system prompt (the rollout agents' default, plus how to reach the user)."""
     domain = task.domain.replace("_", " ")
     description = (spec.description if spec is not None and spec.description else domain)
     text = DEFAULT_SYSTEM_PROMPT.replace("{domain}", domain).replace("{description}", description)
+    text += policy_section(spec, mode)
     if user_tool:
         return text + (SOLO_TOOL_SUFFIX if mode == "solo" else TOOL_ONLY_SUFFIX)
     return text + (SOLO_SUFFIX if mode == "solo" else "")

@@ -8,9 +8,11 @@ from typing import Any, Protocol
 from scaleenv.env.episode import Episode
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
+from scaleenv.reward.procedure import procedure_checks
 from scaleenv.reward.state import Reward
 from scaleenv.reward.subgoals import (
     DenseTracker,
+    RewardComponent,
     RewardShape,
     ShapedReward,
     SubgoalReport,
@@ -37,7 +39,11 @@ class ToolEnv(Protocol):
     spec: DomainSpec
     messages: list[dict[str, Any]]
     transcript: list[dict[str, str]]
+    log: list[dict[str, Any]]
     tool_errors: int
+
+    @property
+    def user(self) -> object | None: ...
 
     def final_reward(self) -> dict[str, Any]: ...
 
@@ -88,6 +94,9 @@ class Shaping:
         components += unseen_ids(env.messages, self._id_params(env))
         if ep.answer_facts:
             components += pasted_outputs(env.messages, self._tools, ep.said)
+        if env.user is not None:  # the policy's procedure, where there is someone to ask
+            components += [RewardComponent(name, "procedure", met)
+                           for name, met in procedure_checks(task, env.spec, env.log)]
         components += extra_components(env.task, {"messages": env.messages, "transcript": env.transcript})
         return SubgoalReport(components)
 

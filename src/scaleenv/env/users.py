@@ -95,7 +95,9 @@ class ScriptedUser(User):
     - Answers questions about the facts it knows, matched through the domain's vocabulary
       (:class:`~scaleenv.env.vocabulary.Vocabulary`); "what is your id?" gets the facts that
       identify it; reveals withheld facts only when asked about them; a confirmation question gets
-      a yes, a decision point of its profile gets its decision; anything else it does not know.
+      a yes, unless it names one of the user's facts with another value (the wrong record or value:
+      then a no and the right value); a decision point of its profile gets its decision; anything
+      else it does not know.
     - Judges, from what the agent says, which goals were reported done (or answered)
       (:class:`~scaleenv.env.judge.Progress`), and recaps only the others.
     - Ends with the stop marker once every goal was reported done, when its turns run out, or
@@ -155,7 +157,7 @@ class ScriptedUser(User):
 
     def answer(self, agent_text: str) -> tuple[list[str], bool]:
         """What the user says to the questions in ``agent_text``, and whether it asked any."""
-        from scaleenv.env.judge import asks_identity, is_confirmation, questions
+        from scaleenv.env.judge import asks_identity, is_action_confirmation, is_confirmation, questions
 
         parts: list[str] = []
         given: list[str] = []
@@ -166,6 +168,13 @@ class ScriptedUser(User):
         unknown = False
         for sentence in questions(agent_text):
             asked_any = True
+            if is_action_confirmation(sentence) and not decisions:
+                wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
+                if wrong is not None:
+                    parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self.identity)}")
+                elif "Yes, please go ahead." not in parts:
+                    parts.append("Yes, please go ahead.")
+                continue
             facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
@@ -188,7 +197,34 @@ class ScriptedUser(User):
             parts.insert(len(decisions), said)
         elif unknown and not parts:
             parts.append("I don't know that, sorry.")
-        return parts, asked_any
+        verdict = [p for p in parts if p.startswith(("Yes, please go ahead.", "No, that is not right"))]
+        return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
+
+    def wrong_fact(self, sentence: str) -> str | None:
+        """A fact of the user's that a confirmation question names with another value (the wrong
+        record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
+        rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
+        stated = [g for g, v in self.known.items() if v is not None and _value_pattern(v).search(sentence)]
+        asked = " ".join(self.ctx.task.user_profile.goals)  # what the user asked for (two goals may share a fact name)
+        for f in self.vocab.asked(sentence, sentence):
+            v = self.known.get(f)
+            if v is None or isinstance(v, bool) or f in stated:
+                continue
+            col = self.vocab.split(f)[1]
+            if any(g != f and (g == col or g.endswith(" " + col) or f.endswith(" " + g)) for g in stated):
+                continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
+            if isinstance(v, int | float):
+                said = re.findall(r"(?<![\d\-.])\d+(?:\.\d+)?(?![\d\-])", rest)
+            elif isinstance(v, str) and "@" in v:
+                said = re.findall(r"[\w.+-]+@[\w.-]+\w", rest)
+            elif isinstance(v, str) and re.match(r"\d{4}-\d{2}-\d{2}", v):
+                said = re.findall(r"\d{4}-\d{2}-\d{2}", rest)
+            else:
+                continue
+            if said and not any((x in asked) if not x[0].isdigit() or "-" in x else bool(_value_pattern(x).search(asked))
+                                for x in said):
+                return f  # a value of that kind the user neither knows nor asked for
+        return None
 
     async def reply(self, agent_text: str) -> str:
         self.turns += 1

@@ -194,6 +194,58 @@ class Invariant(_Model):
     "key", "allowed": {key value: [values]}}`` or ``{"kind": "fresh", "column"}`` (a new unused value)."""
 
 
+PolicyKind = Literal["identity", "confirmation", "eligibility", "limit", "scope"]
+
+
+class PolicyRule(_Model):
+    """One rule of a domain's policy, as the agent is told it (``text``).
+
+    ``identity``: verify who the user is before the first change; ``confirmation``: get an explicit
+    yes before each change (of ``tools``; empty: every write tool); ``eligibility`` and ``limit``:
+    a call of one of ``tools`` is not allowed when ``forbid`` (SQL over the world before the call,
+    named parameters bound from the call's arguments, ``:id`` the first argument, ``:today`` and
+    ``:now`` the clock) returns a truthy first column; ``scope``: what the agent does not handle.
+    ``enforced_by_tool`` says whether the tools refuse by themselves (else only the policy does);
+    ``reason`` is the short phrase of ``text`` the agent tells the user when it refuses.
+    """
+
+    name: str
+    kind: PolicyKind
+    text: str
+    tools: list[str] = Field(default_factory=list)
+    forbid: str | None = None
+    reason: str = ""
+    enforced_by_tool: bool = False
+
+
+class Policy(_Model):
+    """The rules the agent is told (some enforced by the tools, some only by the reward)."""
+
+    rules: list[PolicyRule] = Field(default_factory=list)
+
+    def rule(self, name: str) -> PolicyRule | None:
+        return next((r for r in self.rules if r.name == name), None)
+
+    def of_kind(self, *kinds: str) -> list[PolicyRule]:
+        return [r for r in self.rules if r.kind in kinds]
+
+    def checks(self, tool: str) -> list[PolicyRule]:
+        """The eligibility and limit rules with a predicate that govern ``tool``."""
+        return [r for r in self.rules if r.forbid and tool in r.tools and r.kind in ("eligibility", "limit")]
+
+    def keep_tools(self, names: set[str]) -> Policy:
+        """The policy over the tools of ``names`` only (a rule left with none keeps no predicate)."""
+        rules = []
+        for r in self.rules:
+            tools = [t for t in r.tools if t in names]
+            rules.append(r.model_copy(update={"tools": tools, "forbid": r.forbid if tools or not r.tools else None}))
+        return Policy(rules=rules)
+
+    def document(self) -> str:
+        """The policy as the agent reads it: one numbered rule per line."""
+        return "\n".join(f"{i}. {r.text}" for i, r in enumerate(self.rules, 1))
+
+
 class DomainSpec(_Model):
     """A whole domain: pure data, JSON round-trip, content-hashed."""
 
@@ -205,6 +257,8 @@ class DomainSpec(_Model):
     clock: str = "2026-06-15T09:00:00"
     invariants: list[Invariant] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
+    policy: Policy | None = None
+    """The rules the agent is told (None: the domain has none)."""
 
     def table(self, name: str) -> Table | None:
         return next((t for t in self.tables if t.name == name), None)
@@ -216,6 +270,8 @@ class DomainSpec(_Model):
         data = self.model_dump(mode="json")
         if not data["invariants"]:
             del data["invariants"]  # specs without invariants keep the hashes they always had
+        if data.get("policy") is None:
+            data.pop("policy", None)  # and specs without a policy too
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def content_hash(self) -> str:

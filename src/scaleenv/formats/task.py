@@ -48,10 +48,11 @@ class Objective(_Record):
     ``kind`` ``write``: something to do; the user counts it done when the agent reports it done
     (a sentence with one of ``done_words``, or naming the goal by ``subject``, without a failure).
     ``kind`` ``read``: a question; answered when the agent states a value next to one of ``asks``
-    (the attribute's names). ``text`` is the goal as the user says it.
+    (the attribute's names). ``kind`` ``refusal``: a request the policy forbids; the user counts it
+    settled when the agent says it cannot do it. ``text`` is the goal as the user says it.
     """
 
-    kind: Literal["read", "write"]
+    kind: Literal["read", "write", "refusal"]
     text: str
     asks: list[str] = Field(default_factory=list)
     done_words: list[str] = Field(default_factory=list)
@@ -99,6 +100,10 @@ class Difficulty(_Record):
 TIERS = ("easy", "medium", "hard", "expert")
 """Difficulty tiers, easiest first."""
 
+REFUSAL_FACT = "policy reason"
+"""The name of the answer fact a refused request carries: the policy rule's reason, which the agent must tell
+the user (its rivals are the other rules' reasons, so reciting the whole policy does not state it)."""
+
 DEFAULT_FAMILY = "direct"
 """The family of tasks that ask for look-ups and changes directly (and of task files older than families)."""
 
@@ -130,8 +135,11 @@ class Call(BaseModel):
     purpose: str = ""
 
 
-class Task(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Task(_Record):
+    """A verified task. ``family`` is left out of its JSON while ``direct`` and ``forbidden`` while empty,
+    so task lines older than families round-trip byte for byte."""
+
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("forbidden",)
     id: str
     domain: str
     instruction: str
@@ -146,6 +154,17 @@ class Task(BaseModel):
     family: str = DEFAULT_FAMILY
     """The generator that made the task (see ``scaleenv.synth.tasks.families``): ``direct``, ``refusal``,
     ``partial``, ``conditional``, ``computed``, ``description``, ``bulk``, ``programmatic``, ``long``."""
+    forbidden: list[Call] = Field(default_factory=list)
+    """The calls the literal request asks for that must not happen (a refused request; the branch a
+    condition rules out), resolved against the gold chain's outputs; the policy-ignorant gate plays the gold
+    chain followed by them and must score 0."""
+
+    @model_serializer(mode="wrap")
+    def _drop_default_family(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = _Record._drop_unset(self, handler)
+        if data.get("family") == DEFAULT_FAMILY:
+            data.pop("family")
+        return data
 
     def chain_hash(self) -> str:
         payload = json.dumps([c.model_dump(mode="json") for c in self.gold_chain], sort_keys=True)

@@ -175,7 +175,31 @@ def spec_problems(spec: DomainSpec) -> Problems:
         problems.append((f"tools[{name}]", "duplicate tool name"))
     for i, tool in enumerate(spec.tools):
         _check_tool(spec, tool, f"tools[{i}]({tool.name})", conn, problems)
+    if spec.policy is not None:
+        _check_policy(spec, conn, problems)
     return problems
+
+
+def _check_policy(spec: DomainSpec, conn: sqlite3.Connection | None, problems: Problems) -> None:
+    """Every rule governs write tools of the spec; a predicate is one read-only SELECT that prepares."""
+    for i, rule in enumerate(spec.policy.rules if spec.policy else []):
+        path = f"policy.rules[{i}]({rule.name})"
+        for t in rule.tools:
+            tool = spec.tool(t)
+            if tool is None or tool.kind != "write":
+                problems.append((f"{path}.tools", f"{t!r} is not a write tool of the spec"))
+        if rule.forbid is None:
+            continue
+        if not rule.tools:
+            problems.append((f"{path}.forbid", "a predicate needs the tools it governs"))
+        if conn is not None:
+            try:
+                info = analyze_sql(conn, rule.forbid)
+            except sqlite3.Error as e:
+                problems.append((f"{path}.forbid", f"SQL does not prepare: {e}"))
+                continue
+            if info.tables_written or info.forbidden:
+                problems.append((f"{path}.forbid", "a predicate must only read"))
 
 
 def validate_spec(spec: DomainSpec | dict[str, Any]) -> DomainSpec:

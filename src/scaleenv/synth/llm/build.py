@@ -30,6 +30,7 @@ from scaleenv.synth.llm.deps import dependency_graph
 from scaleenv.synth.llm.design import design_database, design_tools, domain_profile
 from scaleenv.synth.llm.filter import check_domain
 from scaleenv.synth.llm.implement import ToolImplementer, ToolProgress
+from scaleenv.synth.llm.policy import design_policy
 from scaleenv.synth.llm.seedrows import seed_world
 from scaleenv.synth.procedural.domain import BuiltDomain
 from scaleenv.tools.testing import tests_summary
@@ -61,6 +62,7 @@ def synthesize_domain(name: str, ask: Scoped, seed: int = 0, scale: float = 1.0,
     spec = validate_spec(tables_spec.model_copy(update={
         "tools": admitted, "meta": {**meta, "dropped_tools": [d["tool"] for d in dropped]}}))
     base = seed_world(spec, seed, scale).snapshot()
+    spec = spec.model_copy(update={"policy": design_policy(ask, profile.title, spec, base)})
     graph, dep_stats = dependency_graph(ask, profile.title, spec, design.tool_tables, cfg)
     tested = tables_spec.model_copy(update={"tools": [b.tool for b in builds if b.tool is not None]})
     tests = tests_summary(tested, [b.report for b in builds])

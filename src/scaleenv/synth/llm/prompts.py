@@ -11,7 +11,7 @@ from importlib.resources import files
 from string import Template
 
 ROLES = ("domain", "tool_schema", "database", "code", "test", "debug", "dependency", "chain", "state", "patch",
-         "gate", "solver", "instruction", "language")
+         "gate", "solver", "instruction", "language", "policy")
 
 
 @cache

@@ -163,6 +163,20 @@ class Operation(_M):
     answer: str | None = None
 
 
+class PolicyEntry(_M):
+    """A rule of the domain's policy. ``tools`` name what it governs: an operation by its first name
+    (``pay_invoice``), a lifecycle transition as ``<entity>.<first verb>`` (``appointments.cancel``);
+    see :class:`scaleenv.formats.domain.PolicyRule` for the other keys."""
+
+    name: str
+    kind: Literal["identity", "confirmation", "eligibility", "limit", "scope"]
+    text: str
+    tools: list[str] = Field(default_factory=list)
+    forbid: str | None = None
+    reason: str = ""
+    enforced_by_tool: bool = False
+
+
 class Blueprint(_M):
     name: str
     title: str
@@ -173,6 +187,7 @@ class Blueprint(_M):
     entities: list[Entity]
     operations: list[Operation] = Field(default_factory=list)
     views: list[Operation] = Field(default_factory=list)
+    policy: list[PolicyEntry] = Field(default_factory=list)
 
     def entity(self, name: str) -> Entity | None:
         return next((e for e in self.entities if e.name == name), None)
@@ -219,6 +234,17 @@ def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
             for cn in group:
                 if cn not in cols:
                     problems.append((f"{path}.unique_together", f"{cn!r} is not a column"))
+    refs = {op.name if isinstance(op.name, str) else op.name[0] for op in bp.operations}
+    refs |= {f"{e.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}" for e in bp.entities if e.lifecycle
+             for t in e.lifecycle.transitions}
+    for i, rule in enumerate(bp.policy):
+        for ref in rule.tools:
+            if ref not in refs:
+                problems.append((f"policy[{i}]({rule.name}).tools", f"{ref!r} is not an operation or a transition"))
+        if rule.kind in ("eligibility", "limit") and rule.forbid and (not rule.tools or not rule.reason):
+            problems.append((f"policy[{i}]({rule.name})", "a rule with a predicate needs tools and a reason"))
+        if rule.reason and rule.reason not in rule.text:
+            problems.append((f"policy[{i}]({rule.name}).reason", "the reason must be a phrase of the text"))
     for kind, ops in (("operations", bp.operations), ("views", bp.views)):
         for i, op in enumerate(ops):
             for j, p in enumerate(op.params):

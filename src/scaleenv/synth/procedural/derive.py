@@ -18,6 +18,8 @@ from scaleenv.formats.domain import (
     Generated,
     Param,
     ParamType,
+    Policy,
+    PolicyRule,
     Returns,
     Table,
     ToolSpec,
@@ -69,6 +71,7 @@ class _Deriver:
         self.entity_names = {e.name: _pick(self.rng, [e.singular, *e.aliases]) for e in bp.entities}
         self.tables: dict[str, Table] = {}
         self.tools: list[ToolSpec] = []
+        self.refs: dict[str, ToolSpec] = {}  # a policy's name for a tool -> the tool (renamed in place)
 
     # --- tables --------------------------------------------------------------------
     def column(self, ent: Entity, c: BlueprintColumn) -> Column:
@@ -378,6 +381,7 @@ class _Deriver:
                                      error="transition_failed")],
             returns=self.returns_row(ent, key)), "transition", ent, to=t.to, phrasings=t.phrasings,
             verb=verb)
+        self.refs[f"{ent.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}"] = self.tools[-1]
 
     def derive_aggregates(self, ent: Entity) -> None:
         lc = ent.lifecycle
@@ -431,6 +435,7 @@ class _Deriver:
             effects=list(op.effects), postconditions=list(op.postconditions), returns=returns, errors=errors),
             family, self.bp.entity(returns.table) if returns.table else None, phrasings=op.phrasings,
             answer=op.answer)
+        self.refs[op.name if isinstance(op.name, str) else op.name[0]] = self.tools[-1]
 
     def run(self) -> DomainSpec:
         self.build_tables()
@@ -444,10 +449,24 @@ class _Deriver:
         self.trim()
         return DomainSpec(name=self.bp.name, description=self.bp.description, keywords=list(self.bp.keywords),
                           tables=list(self.tables.values()), tools=self.tools, clock=self.bp.clock,
-                          invariants=blueprint_invariants(self.bp),
+                          invariants=blueprint_invariants(self.bp), policy=self.policy(),
                           meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural",
                                 "singular": {e.name: e.singular for e in self.bp.entities},
                                 "display": {e.name: e.display for e in self.bp.entities if e.display}})
+
+    def policy(self) -> Policy | None:
+        """The blueprint's policy with the names this seed gave the tools it governs (a rule whose
+        tools were all trimmed keeps no predicate to check)."""
+        if not self.bp.policy:
+            return None
+        kept = {id(t) for t in self.tools}
+        rules = []
+        for r in self.bp.policy:
+            tools = [self.refs[ref].name for ref in r.tools if ref in self.refs and id(self.refs[ref]) in kept]
+            rules.append(PolicyRule(name=r.name, kind=r.kind, text=r.text, tools=tools,
+                                    forbid=r.forbid if tools else None, reason=r.reason,
+                                    enforced_by_tool=r.enforced_by_tool))
+        return Policy(rules=rules)
 
     def resolve_name_clashes(self) -> None:
         """A derived name may equal an explicit one on some seeds (``find`` + ``listings`` = an operation

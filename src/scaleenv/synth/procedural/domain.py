@@ -42,5 +42,6 @@ def build_domain(bp: Blueprint, seed: int = 0, scale: float = 1.0) -> BuiltDomai
     world = seed_world(full, bp, seed, scale)
     reports = test_domain(full, world, seed)
     admitted = {r.tool for r in reports if r.admitted}
-    spec = full.model_copy(update={"tools": [t for t in full.tools if t.name in admitted]})
+    spec = full.model_copy(update={"tools": [t for t in full.tools if t.name in admitted],
+                                   "policy": full.policy.keep_tools(admitted) if full.policy else None})
     return BuiltDomain(spec, world.snapshot(), tests_summary(full, reports), build_graph(spec), len(full.tools))

@@ -3,8 +3,9 @@
 The gold chain must score 1; every other policy must score 0: doing nothing, a random policy, the
 "call every write tool" hack, the read-dump (no writes, every read tool called, every output pasted
 into the answer), the spray (a grid of numbers and the tool descriptions' words), the parrot (the
-user's messages said back), and the distractor swap (the gold chain acting on each look-alike of a
-target instead of the target).
+user's messages said back), the distractor swap (the gold chain acting on each look-alike of a
+target instead of the target), and the policy-ignorant gate ``naive`` (on tasks with forbidden calls: the
+gold chain followed by them, as the literal request would have it).
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from scaleenv.env.policies import (
 from scaleenv.formats.task import Task
 from scaleenv.tools.chain import ChainError, resolve_args
 
-ZERO_GATES = ("noop", "parrot", "spray", "random", "hack", "read_dump", "swap")
+ZERO_GATES = ("noop", "naive", "parrot", "spray", "random", "hack", "read_dump", "swap")
 RANDOM_DRAWS = 4
 """Independent draws of the random policy per task (each must score 0)."""
 """The gates whose policy must score 0 (the gold chain must score 1), cheapest first: the build stops
 at the first that scores."""
 
-_POLICY = {"noop": "noop", "random": "random", "hack": "write_all", "read_dump": "read_dump", "spray": "spray",
+_POLICY = {"noop": "noop", "naive": "naive", "random": "random", "hack": "write_all", "read_dump": "read_dump", "spray": "spray",
            "parrot": "parrot"}
 
 
@@ -131,6 +132,9 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
                     if detail:
                         details["swap_with"] = other
             scores["swap"] = best
+        elif gate == "naive":
+            # the policy-ignorant gate: the literal request (gold chain + its forbidden calls) must fail
+            scores["naive"] = score_policy(ep, task, "naive", rng).score if task.forbidden else 0.0
         elif gate == "random":
             # several independent draws: a single-write task whose target the sampler can hit must not
             # pass because one seed happened to miss it (the first draw keeps the shared stream)

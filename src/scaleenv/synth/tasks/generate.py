@@ -38,6 +38,7 @@ from scaleenv.synth.tasks.validity import (
     unobservable_goals,
 )
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
+from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.replay import TaskWorlds
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
@@ -122,6 +123,7 @@ class TaskBuilder:
         self.goals: list[Goal] = []
         self.answer_facts: list[dict[str, Any]] = []
         self.effects: list[dict[Any, Any]] = []  # the matched cells each write goal changed
+        self.forbidden: list[Call] = []  # calls the literal request asks for that must not happen (Task.forbidden)
 
     # --- initial state ---------------------------------------------------------
     def add_rows(self, table: str, rows: list[dict[str, Any]], distract: bool = False) -> None:
@@ -569,9 +571,10 @@ class TaskBuilder:
 
     def finish(self, initial: bytes, level: str, density: int, withheld: int) -> Task:
         with _stage("verify"):
+            self.check_policy(initial)
             world, gold_keys, initial_hash, expected_hash = self.verify(initial)
         with _stage("expand"):
-            tools, extra = expand_tools(self.ctx, initial, self.chain, self.rng, self.config.min_tools)
+            tools, extra = expand_tools(self.ctx, initial, self.chain + self.forbidden, self.rng, self.config.min_tools)
             if extra:
                 world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
             self.final_lookalikes(initial)
@@ -604,6 +607,25 @@ class TaskBuilder:
         self.check_goal_effects(initial)
         world.clear_changes()
         return world, gold_keys, initial_hash, expected_hash
+
+    def check_policy(self, initial: bytes) -> None:
+        """No write of the gold chain breaks a rule of the domain's policy (the tools would let it)."""
+        if self.spec.policy is None or not any(self.spec.policy.checks(c.tool) for c in self.chain):
+            return
+        world = World.from_snapshot(self.spec, initial)
+        outputs: list[Any] = []
+        try:
+            for i, call in enumerate(self.chain):
+                tool = self.spec.tool(call.tool)
+                assert tool is not None
+                args = resolve_args(call, outputs, i)
+                if tool.kind == "write" and broken_rules(world, self.spec, tool, args):
+                    raise TaskRejected("breaks_policy", call.tool)
+                outputs.append(run_tool(world, tool, args))
+        except (ToolError, ChainError) as e:
+            raise TaskRejected("verification_failed", str(e)) from None
+        finally:
+            world.close()
 
     def check_coherent(self, initial: bytes, expected: World) -> None:
         """The task's initial and expected worlds obey the domain's invariants (cloned children of a
@@ -648,11 +670,15 @@ class TaskBuilder:
         world.clear_changes()
         return world, initial, initial_hash, expected_hash
 
+    def user_side(self, root: EntityRef | None, withheld: int) -> tuple[str, dict[str, Any]]:
+        """The instruction and the user profile (a family may reshape the goals the user states)."""
+        return build_user_side(self.spec, root, self.entities, self.goals, withheld, self.rng)
+
     def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],
                   level: str, density: int, withheld: int) -> Task:
         spec = self.spec
         root = next(iter(self.entities.values()), None)
-        instruction, profile = build_user_side(spec, root, self.entities, self.goals, withheld, self.rng)
+        instruction, profile = self.user_side(root, withheld)
         facts = fair_rivals([dict(f) for f in self.answer_facts])
         said = " ".join(profile["goals"])
         for g in self.goals:
@@ -686,6 +712,7 @@ class TaskBuilder:
             },
             attempt=self.attempt,
             family=self.family,
+            forbidden=self.forbidden,
         )
 
     def check_distractors_orthogonal(self, expected: World) -> None:

@@ -12,14 +12,21 @@ from collections.abc import Mapping
 
 from scaleenv.formats.task import DEFAULT_FAMILY, Task
 from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.families.conditional import ConditionalBuilder
+from scaleenv.synth.tasks.families.partial import PartialBuilder
+from scaleenv.synth.tasks.families.refusal import RefusalBuilder
 from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
 
 FAMILIES: dict[str, type[TaskBuilder]] = {
     DEFAULT_FAMILY: TaskBuilder,
+    RefusalBuilder.family: RefusalBuilder,
+    PartialBuilder.family: PartialBuilder,
+    ConditionalBuilder.family: ConditionalBuilder,
 }
 """Family name -> its builder."""
 
-DEFAULT_MIX: dict[str, float] = {DEFAULT_FAMILY: 1.0}
+DEFAULT_MIX: dict[str, float] = {DEFAULT_FAMILY: 0.55, RefusalBuilder.family: 0.12, PartialBuilder.family: 0.13,
+                                 ConditionalBuilder.family: 0.2}
 """The default build's share of attempts per family (renormalised over the families a domain hosts)."""
 
 

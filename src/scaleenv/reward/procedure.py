@@ -1,0 +1,191 @@
+"""Procedure checks: what a domain's policy asks the agent to do before it changes anything, read
+deterministically from the conversation (no model).
+
+``identity``: when the policy has an identity rule, the user's identity was verified before the
+first change: before the first successful write, the agent made a successful call with one of the
+user's identity facts as an argument (a look-up by name or e-mail), or the user stated one in reply
+to the agent (the opening request does not count: nobody asked).
+
+``confirmation``: when the policy has a confirmation rule, every successful write it covers (its
+``tools``; all write tools when it names none) came after an explicit yes: since the previous
+assistant message that changed something, the agent asked a question and the user's next message
+has a sentence that begins with a yes ("Yes", "Sure, go ahead") and none that begins with a no. Writes
+in one assistant message share one yes.
+
+The checks need someone to ask. :class:`~scaleenv.env.core.ToolEnv` requires them in conversational
+mode only (an unmet check sets the binary reward to 0 and adds a line to the diff); in solo mode,
+where the request is the whole conversation, they are not applied (the gates play solo).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.task import Task
+from scaleenv.reward.state import Reward
+
+USER_TOOL = "send_message_to_user"
+"""The tool through which tool-channel agents talk to the user (its result is the user's reply)."""
+
+IDENTITY = "identity_verified"
+CONFIRMATION = "writes_confirmed"
+
+_YES = re.compile(r"^\W*(yes|yeah|yep|yup|sure|correct|confirmed?|i confirm|go ahead|please do|please go ahead|"
+                  r"that'?s (right|correct|fine)|ok(ay)?|absolutely|definitely|do it)\b", re.IGNORECASE)
+
+
+_NO = re.compile(r"^\W*(no|nope|don'?t|do not|stop|wait|cancel that)\b", re.IGNORECASE)
+
+
+@dataclass
+class _Event:
+    kind: str  # "agent" (text to the user), "user" (the user's text), "call" (a domain tool call)
+    text: str = ""
+    tool: str = ""
+    args: Any = None
+    ok: bool = False
+    turn: int = 0  # the assistant message the event belongs to (user text: the one it answers)
+
+
+def _ok(content: Any) -> bool:
+    if not isinstance(content, str):
+        return True
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return True
+    return not (isinstance(data, dict) and set(data) == {"error", "message"})
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def events(messages: Sequence[Mapping[str, Any]]) -> list[_Event]:
+    """The conversation as agent text, user text and tool calls with their outcome, in order (a
+    user-tool call is agent text and its result the user's reply; the opening request is left out)."""
+    out: list[_Event] = []
+    pending: dict[str, _Event] = {}
+    turn = 0
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant":
+            turn += 1
+            text = _text(m.get("content"))
+            if text.strip():
+                out.append(_Event("agent", text, turn=turn))
+            for tc in m.get("tool_calls") or []:
+                fn = tc.get("function") if isinstance(tc, Mapping) else None
+                if not isinstance(fn, Mapping):
+                    continue
+                raw = fn.get("arguments")
+                try:
+                    args = json.loads(raw) if isinstance(raw, str) and raw else (raw or {})
+                except ValueError:
+                    args = {}
+                name = str(fn.get("name") or "")
+                if name == USER_TOOL:
+                    msg = args.get("message") if isinstance(args, Mapping) else None
+                    ev = _Event("agent", msg if isinstance(msg, str) else "", turn=turn)
+                else:
+                    ev = _Event("call", tool=name, args=args, turn=turn)
+                out.append(ev)
+                pending[str(tc.get("id"))] = ev
+        elif role == "tool":
+            key = str(m.get("tool_call_id"))
+            if key not in pending:
+                continue
+            ev = pending.pop(key)
+            if ev.kind == "agent":
+                out.append(_Event("user", _text(m.get("content")), turn=ev.turn))
+            else:
+                ev.ok = _ok(m.get("content"))
+        elif role == "user" and turn > 0:
+            out.append(_Event("user", _text(m.get("content")), turn=turn))
+    return out
+
+
+def _norm(v: Any) -> str:
+    return re.sub(r"\s+", " ", str(v)).strip().casefold()
+
+
+def _identity_met(evs: list[_Event], writes: list[_Event], values: list[str]) -> bool:
+    if not writes:
+        return True
+    if not values:
+        return True  # the task names no identity facts: nothing to verify
+    first = evs.index(writes[0])
+    for ev in evs[:first]:
+        if ev.kind == "call" and ev.ok and isinstance(ev.args, Mapping) and any(
+                _norm(a) in values for a in ev.args.values() if isinstance(a, str | int)):
+            return True
+        if ev.kind == "user" and any(v and v in _norm(ev.text) for v in values):
+            return True
+    return False
+
+
+def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
+    need = {id(e) for e in covered}
+    asked = confirmed = False
+    last_turn = -1
+    for ev in evs:
+        if ev.kind == "agent":
+            asked = asked or "?" in ev.text
+        elif ev.kind == "user":
+            if asked:  # any other answer to the question revokes a yes
+                said = [x for x in re.split(r"(?<=[.!?])\s+|\n+", ev.text) if x.strip()]
+                confirmed = any(_YES.search(x) for x in said) and not any(_NO.search(x) for x in said)
+            asked = False
+        elif id(ev) in need and ev.turn != last_turn:
+            if not confirmed:
+                return False
+            confirmed, last_turn = False, ev.turn
+    return True
+
+
+def procedure_checks(task: Task, spec: DomainSpec, messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, bool]]:
+    """``(name, met)`` for each procedure the domain's policy asks for (none without a policy):
+    :data:`IDENTITY` and :data:`CONFIRMATION` (see the module docstring)."""
+    policy = spec.policy
+    if policy is None:
+        return []
+    evs = events(messages)
+    writes = [e for e in evs if e.kind == "call" and e.ok and (t := spec.tool(e.tool)) is not None and t.kind == "write"]
+    out: list[tuple[str, bool]] = []
+    if policy.of_kind("identity"):
+        known = task.user_profile.known
+        values = [_norm(known[f]) for f in task.user_profile.identity if f in known and known[f] is not None]
+        out.append((IDENTITY, _identity_met(evs, writes, values)))
+    rules = policy.of_kind("confirmation")
+    if rules:
+        scoped = {t for r in rules for t in r.tools}
+        covered = [e for e in writes if not scoped or e.tool in scoped]
+        out.append((CONFIRMATION, _confirmation_met(evs, covered)))
+    return out
+
+
+def with_procedure(reward: Reward, checks: Sequence[tuple[str, bool]]) -> Reward:
+    """``reward`` with each check as a component (``procedure_<name>``: 1.0 or 0.0); an unmet check
+    makes the binary reward 0 and says why in the diff."""
+    if not checks:
+        return reward
+    components = dict(reward.components)
+    diff = list(reward.diff)
+    for name, met in checks:
+        components[f"procedure_{name}"] = 1.0 if met else 0.0
+        if not met:
+            diff.append(f"procedure: {name} not met")
+    ok = reward.success and all(met for _, met in checks)
+    return Reward(1.0 if ok else 0.0, ok, components, diff)
+
+
+__all__ = ["CONFIRMATION", "IDENTITY", "procedure_checks", "with_procedure"]

@@ -1,0 +1,178 @@
+"""The ``refusal`` family: the user asks for a change that a rule of the domain's policy forbids, though
+the tool would allow it. The right outcome: no write, and the user told why (the rule's reason is an
+answer fact whose rivals are the other rules' reasons). The refused call is the task's ``forbidden``
+call: the policy-ignorant gate plays the gold chain followed by it and must score 0.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from scaleenv.formats.domain import PolicyRule, ToolSpec
+from scaleenv.formats.sqlinfo import analyze_sql
+from scaleenv.formats.task import REFUSAL_FACT, Call, Task
+from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.generate import LEVELS, TaskBuilder, TaskRejected
+from scaleenv.synth.tasks.instruction import EntityRef, Goal
+from scaleenv.tools.chain import ChainError, run_chain
+from scaleenv.tools.policy import broken_rules
+from scaleenv.tools.runtime import bind_params, first_failing_precondition
+from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.world import World
+
+DRAWS = 16
+"""Argument draws per rule while looking for a call that breaks it."""
+
+
+def policy_rules(ctx: DomainContext) -> list[tuple[PolicyRule, ToolSpec]]:
+    """(rule, tool) for every predicate rule of the domain's policy over one of its goal tools."""
+    policy = ctx.spec.policy
+    if policy is None:
+        return []
+    goal = {t.name: t for t in ctx.goal_tools}
+    return [(r, goal[n]) for r in policy.rules if r.forbid and r.kind in ("eligibility", "limit")
+            for n in r.tools if n in goal]
+
+
+class RefusalBuilder(TaskBuilder):
+    """One request, which the policy forbids."""
+
+    family = "refusal"
+    level_weights = {"medium": 0.5, "hard": 0.5}
+
+    @classmethod
+    def applies(cls, ctx: DomainContext) -> bool:
+        return bool(policy_rules(ctx))
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.refused: list[Goal] = []
+
+    # --- the refused request ---------------------------------------------------------
+    def find_violation(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
+        """A rule and a call of its tool (preconditions met) that breaks it, in the base world."""
+        options = policy_rules(self.ctx)
+        self.rng.shuffle(options)
+        sampler = ArgSampler(self.world, self.rng)
+        for rule, tool in options:
+            for _ in range(DRAWS):
+                args = sampler.satisfying_args(tool, attempts=2)
+                if args is not None and rule in broken_rules(self.world, self.spec, tool, args):
+                    return rule, tool, args
+        raise TaskRejected("no_policy_violation")
+
+    def refuse(self, tool: ToolSpec, args: dict[str, Any], rule: PolicyRule) -> None:
+        """The refused request: a goal the user states, a forbidden call, and the rule's reason as an
+        answer fact (the other rules' reasons are its rivals)."""
+        ids = {ref.row["id"]: t for t, ref in self.entities.items()}
+        call_args: dict[str, Any] = {}
+        refs: dict[str, EntityRef] = {}
+        for k, v in args.items():
+            if isinstance(v, str) and v in ids and k in self.ctx.key_params(tool):
+                call_args[k] = self.refs[ids[v]]
+                refs[k] = self.entities[ids[v]]
+            else:
+                call_args[k] = v
+        self.forbidden.append(Call(tool=tool.name, args=call_args, purpose="refused: " + rule.name))
+        goal = Goal(tool, args, refs)
+        self.refused.append(goal)
+        self.goals.insert(self.rng.randrange(len(self.goals) + 1), goal)
+        assert self.spec.policy is not None
+        rivals = [r.reason for r in self.spec.policy.rules if r.reason and r.reason != rule.reason]
+        if any(f.get("name") == REFUSAL_FACT for f in self.answer_facts):
+            raise TaskRejected("two_refusals")
+        self.answer_facts.append({"name": REFUSAL_FACT, "value": rule.reason, "rivals": rivals})
+
+    def target(self, tool: ToolSpec, args: dict[str, Any], density: int) -> dict[str, Any]:
+        """Clone the rows the call acts on (with look-alikes); the call's arguments on the clones."""
+        ctx = self.ctx
+        focus = ctx.focus(tool)
+        assert focus is not None
+        mapping, clones = self.clone_path(focus[1], args[focus[0]], reserve=density)
+        args = {k: mapping.get((ctx.key_params(tool).get(k, ""), v), v) for k, v in args.items()}
+        self.add_distractors(clones, density)
+        if first_failing_precondition(self.world, tool, bind_params(self.world, tool, args)) is not None:
+            raise TaskRejected("clone_breaks_preconditions", tool.name)
+        self.add_children(clones, {v: k for k, v in mapping.items()}, tool, args)
+        trimmed = self.trim_args(tool, args)
+        if trimmed is None:
+            raise TaskRejected("unstated_argument", tool.name)
+        if self.exempt_input(tool, trimmed):
+            raise TaskRejected("exempt_input", tool.name)
+        self.resolve_entities(clones)
+        self.add_lookalikes()
+        return trimmed
+
+    def add_evidence(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any]) -> None:
+        """Look up the records the rule reads beyond the target (the flight of a reservation), so the
+        task's tools can show why the request is refused; a rule whose data no tool shows is rejected."""
+        focus = self.ctx.focus(tool)
+        assert focus is not None and rule.forbid is not None
+        try:
+            read = analyze_sql(self.world.conn, rule.forbid).tables_read
+        except sqlite3.Error:
+            raise TaskRejected("rule_unverifiable", rule.name) from None
+        table = self.spec.table(focus[1])
+        row = self.world.row(focus[1], args[focus[0]])
+        assert table is not None and row is not None
+        for other in sorted(read - {focus[1]}):
+            fk = next((c.name for c in table.columns if c.foreign_key and c.foreign_key.split(".")[0] == other), None)
+            getter = self.ctx.tool_by_family("get", other)
+            if fk is None or row.get(fk) is None or getter is None or not getter.parameters:
+                raise TaskRejected("rule_unverifiable", f"{rule.name}: {other}")
+            ref = self.refs.get(focus[1])
+            value: Any = {**ref, "field": fk} if isinstance(ref, dict) else row[fk]
+            self.call_read(getter, {getter.parameters[0].name: value}, f"check the rule {rule.name}")
+
+    def still_broken(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any], world: World) -> None:
+        """The request must break the rule on the task's world too (clones shift dates)."""
+        if rule not in broken_rules(world, self.spec, tool, args):
+            raise TaskRejected("policy_not_broken", rule.name)
+        if first_failing_precondition(world, tool, bind_params(world, tool, args)) is not None:
+            raise TaskRejected("refused_call_fails", tool.name)
+
+    # --- the chain -----------------------------------------------------------------------
+    def pick_level(self) -> str:
+        names = list(self.level_weights)
+        return self.rng.choices(names, [self.level_weights[n] for n in names])[0]
+
+    def allowed_goals(self, scratch: World, level: str, refused: ToolSpec) -> None:
+        """The requests that are allowed (none: only the refused one)."""
+
+    def sample_chain(self) -> tuple[bytes, str, int, int]:
+        level = self.pick_level()
+        _, (d_lo, d_hi), withheld, _ = LEVELS[level]
+        density = self.rng.randint(d_lo, d_hi)
+        rule, tool, args = self.find_violation()
+        args = self.target(tool, args, density)
+        self.add_evidence(rule, tool, args)
+        initial = self.world.snapshot()
+        scratch = World.from_snapshot(self.spec, initial)
+        try:
+            run_chain(scratch, self.spec, self.chain)
+        except ChainError as e:
+            raise TaskRejected("resolution_failed", str(e)) from None
+        self.still_broken(rule, tool, args, scratch)
+        self.allowed_goals(scratch, level, tool)
+        self.still_broken(rule, tool, args, scratch)  # whatever order the allowed changes are made in
+        self.refuse(tool, args, rule)
+        while len(self.chain) < self.config.min_length:
+            if not self.add_more_goal(scratch, read=True, confirm=True):
+                raise TaskRejected("chain_too_short")
+        if len(self.chain) > self.config.max_length:
+            raise TaskRejected("chain_too_long")
+        return initial, level, density, withheld
+
+    def make_task(self, *args: Any, **kwargs: Any) -> Task:
+        task = super().make_task(*args, **kwargs)
+        objectives = task.user_profile.objectives
+        for goal in self.refused:
+            i = next(j for j, g in enumerate(self.goals) if g is goal)
+            if i < len(objectives):
+                objectives[i] = objectives[i].model_copy(update={"kind": "refusal", "asks": []})
+        task.difficulty.tier = task.difficulty.level
+        return task
+
+
+__all__ = ["RefusalBuilder", "policy_rules"]
