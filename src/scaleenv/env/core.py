@@ -20,6 +20,7 @@ meaning (:meth:`ToolEnv.call`), and a bad call comes back to the policy as a too
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -522,10 +523,9 @@ class ToolEnv:
         """Let the dense shape see the episode after a call or a message (its potential, its penalties)."""
         if self.shaping.shape != "dense":
             return
-        try:
+        # a failing evaluation is reported by final_reward at the end
+        with contextlib.suppress(Exception):
             self.shaping.update(self, self._binary_reward())
-        except Exception:  # noqa: BLE001, S110 - a failing evaluation is reported by final_reward at the end
-            pass
 
     def final_reward(self) -> dict[str, Any]:
         """The reward as JSON; a failed evaluation ends the episode with ``error`` and scores 0."""
