@@ -295,7 +295,7 @@ class _Hasty(OracleAgent):
 
     def reset(self, ctx):
         super().reset(ctx)
-        self._identity, self._confirm = False, set()
+        self._manners.before = lambda step, tool, args: None
 
 
 @pytest.mark.parametrize("family", ["direct", "refusal", "partial", "conditional"])

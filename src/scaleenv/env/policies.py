@@ -37,14 +37,58 @@ RANDOM_CALLS = 12
 """Calls the random policy makes (in rollouts and in the gate)."""
 
 
-def answer_text(task: Task) -> str:
-    """Every answer fact as a sentence (what the oracle tells the user), after a report that the
-    requested changes are done when the task asks for any."""
-    facts = [f"I cannot do that, it is against our policy: {f.value}." if f.name == REFUSAL_FACT
-             else f"The {f.name} is {f.value}." for f in task.answer_facts]
+def fact_sentence(name: str, value: object) -> str:
+    """One answer fact as the oracle says it (a refusal's reason as a refusal)."""
+    if name == REFUSAL_FACT:
+        return f"I cannot do that, it is against our policy: {value}."
+    return f"The {name} is {value}."
+
+
+def answer_text(task: Task, facts: list[str] | None = None) -> str:
+    """Every answer fact as a sentence (what the oracle tells the user; ``facts`` replaces those
+    sentences), after a report that the requested changes are done when the task asks for any."""
+    if facts is None:
+        facts = [fact_sentence(f.name, f.value) for f in task.answer_facts]
     writes = any(o.kind == "write" for o in task.user_profile.objectives) or (
         not task.user_profile.objectives and len(task.user_profile.goals) > len(task.answer_facts))
     return "\n".join((["Your request has been completed."] if writes or not facts else []) + facts)
+
+
+class PolicyManners:
+    """What a careful agent says before it writes, under the domain's policy (conversational mode
+    only): before the first write it makes it asks the user to verify their identity (when the policy has an
+    identity rule), and before each write a confirmation rule covers it asks "Shall I go ahead ...?"
+    with the call's arguments. ``before`` returns that question once per step, then ``None``."""
+
+    def __init__(self, ctx: AgentContext, chain: list[Any]):
+        spec = ctx.episode.spec if ctx.episode is not None else None
+        policy = spec.policy if spec is not None and ctx.mode == "conversational" else None
+        self._asked: set[Any] = set()
+        self._identity = bool(policy and policy.of_kind("identity"))
+        confirm = policy.of_kind("confirmation") if policy else []
+        scoped = {t for r in confirm for t in r.tools}
+        self._confirm: set[int] = set()
+        writes = []
+        for i, call in enumerate(chain):
+            tool = spec.tool(call.tool) if spec is not None else None
+            if tool is None or tool.kind != "write":
+                continue
+            writes.append(i)
+            if confirm and (not scoped or tool.name in scoped):
+                self._confirm.add(i)
+        self._writes = set(writes)
+
+    def before(self, step: int, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+        """The question to ask before chain step ``step`` (calling ``tool`` with ``args``), or None."""
+        if self._identity and step in self._writes and "identity" not in self._asked:
+            self._asked.add("identity")
+            return text_message("Before I change anything, could you please verify your identity by giving me "
+                                "your details?")
+        if step in self._confirm and step not in self._asked:
+            self._asked.add(step)
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
+            return text_message(f"Shall I go ahead with {tool.replace('_', ' ')} ({shown})?")
+        return None
 
 
 class OracleAgent(Agent):
@@ -64,20 +108,7 @@ class OracleAgent(Agent):
         self._outputs: list[Any] = []
         self._said = False
         self._awaiting: int | None = None
-        self._asked: set[Any] = set()
-        spec = ctx.episode.spec if ctx.episode is not None else None
-        policy = spec.policy if spec is not None and ctx.mode == "conversational" else None
-        self._identity = bool(policy and policy.of_kind("identity"))
-        confirm = policy.of_kind("confirmation") if policy else []
-        scoped = {t for r in confirm for t in r.tools}
-        self._confirm: set[int] = set()
-        for i, call in enumerate(self.chain()):
-            tool = spec.tool(call.tool) if spec is not None else None
-            if confirm and tool is not None and tool.kind == "write" and (not scoped or tool.name in scoped):
-                self._confirm.add(i)
-        writes = [i for i, c in enumerate(self.chain())
-                  if spec is not None and (t := spec.tool(c.tool)) is not None and t.kind == "write"]
-        self._first_write = writes[0] if writes else None
+        self._manners = PolicyManners(ctx, self.chain())
 
     def chain(self) -> list[Any]:
         """The calls it replays."""
@@ -109,14 +140,9 @@ class OracleAgent(Agent):
                 args = resolve_args(call, self._outputs, self._step)
             except ChainError as e:
                 raise AgentError(f"oracle: gold chain does not replay: {e}") from None
-            if self._identity and self._step == self._first_write and "identity" not in self._asked:
-                self._asked.add("identity")
-                return text_message("Before I change anything, could you please verify your identity by giving me "
-                                    "your details?")
-            if self._step in self._confirm and self._step not in self._asked:
-                self._asked.add(self._step)
-                shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
-                return text_message(f"Shall I go ahead with {call.tool.replace('_', ' ')} ({shown})?")
+            ask = self._manners.before(self._step, call.tool, args)
+            if ask is not None:
+                return ask
             self._awaiting = self._step
             self._step += 1
             return tool_call_message(call.tool, args, f"oracle_{self._step - 1}")
@@ -517,6 +543,8 @@ class NoisyOracleAgent(Agent):
         self._outputs: list[Any] = []
         self._said = False
         self.mistakes: list[str] = []
+        self._manners = PolicyManners(ctx, list(ctx.task.gold_chain))
+        self._queued: tuple[int, str, dict[str, Any], dict[str, Any]] | None = None
 
     def _draw(self) -> str | None:
         if self._rng.random() >= 1.0 - self.skill:
@@ -593,6 +621,14 @@ class NoisyOracleAgent(Agent):
                 except ValueError:
                     out = None
             self._outputs[-1] = out
+        if self._queued is not None:  # the call it asked the user about (asking again while a question remains)
+            step, tool, args, queued = self._queued
+            ask = self._manners.before(step, tool, args)
+            if ask is not None:
+                return ask
+            self._queued = None
+            self._outputs.append(_PENDING)
+            return queued
         while self._step < len(chain):
             call = chain[self._step]
             self._step += 1
@@ -607,8 +643,13 @@ class NoisyOracleAgent(Agent):
             if args_or_none is None:
                 self._outputs.append(None)
                 continue
+            message = tool_call_message(call.tool, args_or_none, f"noisy_{self._step - 1}")
+            ask = self._manners.before(self._step - 1, call.tool, args_or_none)
+            if ask is not None:
+                self._queued = (self._step - 1, call.tool, args_or_none, message)
+                return ask
             self._outputs.append(_PENDING)
-            return tool_call_message(call.tool, args_or_none, f"noisy_{self._step - 1}")
+            return message
         if not self._said:
             self._said = True
             return text_message(self._answer())
@@ -620,15 +661,13 @@ class NoisyOracleAgent(Agent):
         for f in task.answer_facts:
             kind = self._draw()
             if kind is None:
-                lines.append(f"The {f.name} is {f.value}.")
+                lines.append(fact_sentence(f.name, f.value))
             elif kind in ("lookalike", "value") and f.rivals:
-                lines.append(f"The {f.name} is {f.rivals[self._rng.randrange(len(f.rivals))]}.")
+                lines.append(fact_sentence(f.name, f.rivals[self._rng.randrange(len(f.rivals))]))
                 self.mistakes.append(f"{kind}:answer:{f.name}")
             else:
                 self.mistakes.append(f"skip:answer:{f.name}")
-        base = answer_text(task).splitlines()
-        head = [b for b in base if not b.startswith("The ")]
-        return "\n".join(head + lines) or "Your request has been completed."
+        return answer_text(task, lines) or "Your request has been completed."
 
 
 _PENDING = object()
