@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from scaleenv.formats.task import DEFAULT_FAMILY, Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
+from scaleenv.synth.tasks.tiers import draw_tier
 
 FAMILIES: dict[str, type[TaskBuilder]] = {
     DEFAULT_FAMILY: TaskBuilder,
@@ -37,4 +38,6 @@ def generate_task(ctx: DomainContext, seed: int, attempt: int, config: ChainConf
     config = config or ChainConfig()
     rng = random.Random(f"family:{seed}:{ctx.spec.name}:{attempt}")
     family = pick_family(ctx, rng, config.family_mix if config.family_mix is not None else DEFAULT_MIX)
-    return FAMILIES[family](ctx, seed, attempt, config).run()
+    builder = FAMILIES[family](ctx, seed, attempt, config)
+    builder.tier = draw_tier(rng, config.tier_mix, builder.tiers)  # the tier drives the family's knobs
+    return builder.run()

@@ -1,0 +1,106 @@
+"""Goal sentences for a target the user names by a description (``my cheapest pending invoice``)
+instead of by its facts: the tool's phrasings with the target's slot (and the noun before it)
+replaced by the description, else a plain sentence per tool family."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from scaleenv.env.language import article, polish, spoken
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.synth.tasks.instruction import EntityRef, Goal, _canonical_slots, _fill, _nouns, human
+
+_DETERMINERS = {"my", "the", "our", "your", "this", "that", "a", "an"}
+_PREPOSITIONS = {"for", "on", "to", "towards", "of", "with", "in", "from", "at", "about", "into"}
+_MARK = "\x01"
+
+
+def _slot_names(goal: Goal, target: EntityRef) -> set[str]:
+    names = {p for p, r in goal.refs.items() if r is target}
+    return names | {target.singular, f"{target.singular}_id"}
+
+
+def _cut_noun(before: str, target: EntityRef, spec: DomainSpec) -> str:
+    """``before`` without the determiner and noun that precede the slot ("cancel my visit " ->
+    "cancel "), when they name the target's kind (the description says it again)."""
+    words = list(re.finditer(r"[A-Za-z]+", before))
+    if not words or before[words[-1].end():].strip():
+        return before
+    last = words[-1]
+    prev = words[-2].group(0).lower() if len(words) > 1 else ""
+    nouns = _nouns(target, spec) - {"my", "the", "our"}
+    if last.group(0).lower() in _DETERMINERS:
+        return before[: last.start()]
+    if last.group(0).lower() in nouns or prev in _DETERMINERS or prev in _PREPOSITIONS:
+        cut = before[: last.start()]
+        if prev in _DETERMINERS:
+            cut = cut[: words[-2].start()]
+        return cut
+    return before
+
+
+def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],
+                  spec: DomainSpec, me: EntityRef | None, later: str = "it") -> str | None:
+    """``template`` with the target's slots said as ``subject`` (``later`` after the first), the other
+    slots filled as usual; None when a slot has no value."""
+    names = _slot_names(goal, target)
+    out, pos, n = [], 0, 0
+    for m in re.finditer(r"\{(\w+)\}", template):
+        if m.group(1) not in names:
+            continue
+        out.append(_cut_noun(template[pos : m.start()], target, spec) if n == 0 else template[pos : m.start()])
+        out.append(_MARK if n == 0 else later)
+        pos, n = m.end(), n + 1
+    if n == 0:
+        return None  # the phrasing does not name the target
+    out.append(template[pos:])
+    slots = {k: v for k, v in _canonical_slots(goal, entities).items() if k not in names}
+    text = _fill("".join(out), slots, spec, me)
+    if text is None:
+        return None
+    start = text.index(_MARK)
+    lead = text[:start].strip()
+    said = subject[0].upper() + subject[1:] if not lead or lead[-1] in ".!?" else subject
+    return polish(text.replace(_MARK, said))
+
+
+def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
+    """The goal without a phrasing: one sentence per tool family, every literal argument stated."""
+    tool = goal.tool
+    fam = tool.meta.get("family")
+    literal = {k: v for k, v in goal.args.items() if k not in goal.refs}
+    details = ", ".join(f"{human(k)}: {spoken(v)}" for k, v in literal.items())
+    if fam == "update" and literal:
+        col = human(tool.meta.get("column", next(iter(literal))))
+        new = spoken(literal.get(tool.meta.get("column", ""), next(iter(literal.values()))))
+        return polish(rng.choice([f"Please change the {col} of {subject} to {new}.",
+                                  f"I need the {col} on {subject} updated to {new}."]))
+    if fam == "create":
+        ent = human(tool.meta.get("entity_singular") or tool.name.split("_", 1)[-1])
+        extra = f" ({details})" if details else ""
+        return polish(f"I'd like to add {article('new ' + ent)}{extra} for {subject}.")
+    if fam == "delete":
+        return polish(f"Please delete {subject}.")
+    if fam == "transition":
+        verb = human(str(tool.meta.get("verb") or tool.name.split("_")[0]))
+        to = human(str(tool.meta.get("to") or ""))
+        tail = f" so that it is {to}" if to and to not in verb else ""
+        return polish(f"Please {verb} {subject}{tail}" + (f" ({details})." if details else "."))
+    desc = tool.description.rstrip(".")
+    return polish(f"{desc} for {subject}" + (f" ({details})." if details else "."))
+
+
+def selection_sentence(goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],
+                       spec: DomainSpec, me: EntityRef | None, rng: random.Random, later: str = "it") -> str:
+    """The goal said with ``subject`` for its target: a phrasing of the tool that names the target,
+    else :func:`plain_sentence`."""
+    phrasings = list(goal.tool.meta.get("phrasings") or [])
+    if phrasings:
+        start = rng.randrange(len(phrasings))
+        for i in range(len(phrasings)):
+            text = fill_phrasing(phrasings[(start + i) % len(phrasings)], goal, target, subject, entities, spec,
+                                 me, later)
+            if text is not None:
+                return text
+    return plain_sentence(goal, subject, rng)
