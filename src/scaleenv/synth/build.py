@@ -87,6 +87,8 @@ class BuildConfig:
     chain_length: tuple[int, int] = (3, 8)
     llm: dict[str, Any] | None = None  # the LLM back end's settings (scaleenv.llm.session.LLMConfig fields)
     llm_language: dict[str, Any] | None = None  # LLM rewriting of procedural tasks' language (same fields)
+    family_mix: dict[str, float] | None = None  # share of attempts per task family (None: the default mix)
+    tier_mix: dict[str, float] | None = None  # share of tasks per difficulty tier (None: the default mix)
 
     def __post_init__(self) -> None:
         """Settings are checked here, once, for every caller (the CLI only maps flags to them)."""
@@ -101,6 +103,17 @@ class BuildConfig:
             raise InputError("--tasks-per-domain must be >= 0, --workers >= 1 and --scale within 0.05-50")
         if not self.domains:
             raise InputError("no domains to build; name some with --domain or --domains N")
+        from scaleenv.formats.task import TIERS
+        from scaleenv.synth.tasks.families import FAMILIES
+        from scaleenv.synth.tasks.tiers import check_mix
+
+        try:
+            if self.family_mix is not None:
+                self.family_mix = check_mix(self.family_mix, FAMILIES, "--family-mix")
+            if self.tier_mix is not None:
+                self.tier_mix = check_mix(self.tier_mix, TIERS, "--tier-mix")
+        except ValueError as e:
+            raise InputError(str(e)) from None
 
     def manifest_key(self) -> dict[str, Any]:
         key = {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
@@ -109,6 +122,10 @@ class BuildConfig:
             key["llm"] = {"model": self.llm.get("model"), "role_models": self.llm.get("role_models") or {}}
         if self.llm_language:
             key["llm_language"] = self.llm_language.get("model")
+        if self.family_mix is not None:
+            key["family_mix"] = self.family_mix
+        if self.tier_mix is not None:
+            key["tier_mix"] = self.tier_mix
         return key
 
     @property
@@ -280,7 +297,7 @@ def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[Domain
 def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult]:
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
                "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm,
-               "llm_language": cfg.llm_language}
+               "llm_language": cfg.llm_language, "family_mix": cfg.family_mix, "tier_mix": cfg.tier_mix}
     results = _run_executor(cfg, job_cfg, progress)
     ordered = [results[n] for n in cfg.domains]
     write_json(cfg.out / "universe.json", {

@@ -12,11 +12,21 @@ from collections.abc import Mapping
 
 from scaleenv.formats.task import DEFAULT_FAMILY, Task
 from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.families.bulk import BulkBuilder
+from scaleenv.synth.tasks.families.computed import ComputedBuilder
+from scaleenv.synth.tasks.families.description import DescriptionBuilder
+from scaleenv.synth.tasks.families.long import LongBuilder
+from scaleenv.synth.tasks.families.programmatic import ProgrammaticBuilder
 from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
 from scaleenv.synth.tasks.tiers import draw_tier
 
 FAMILIES: dict[str, type[TaskBuilder]] = {
     DEFAULT_FAMILY: TaskBuilder,
+    ComputedBuilder.family: ComputedBuilder,
+    DescriptionBuilder.family: DescriptionBuilder,
+    BulkBuilder.family: BulkBuilder,
+    ProgrammaticBuilder.family: ProgrammaticBuilder,
+    LongBuilder.family: LongBuilder,
 }
 """Family name -> its builder."""
 

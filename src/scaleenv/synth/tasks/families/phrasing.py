@@ -9,7 +9,15 @@ import re
 
 from scaleenv.env.language import article, polish, spoken
 from scaleenv.formats.domain import DomainSpec
-from scaleenv.synth.tasks.instruction import EntityRef, Goal, _canonical_slots, _fill, _nouns, human
+from scaleenv.synth.tasks.instruction import (
+    EntityRef,
+    Goal,
+    _attribute,
+    _canonical_slots,
+    _fill,
+    _nouns,
+    human,
+)
 
 _DETERMINERS = {"my", "the", "our", "your", "this", "that", "a", "an"}
 _PREPOSITIONS = {"for", "on", "to", "towards", "of", "with", "in", "from", "at", "about", "into"}
@@ -103,4 +111,7 @@ def selection_sentence(goal: Goal, target: EntityRef, subject: str, entities: di
                                  me, later)
             if text is not None:
                 return text
+    if goal.answer:
+        attr = _attribute(goal, target)
+        return polish(rng.choice([f"Can you tell me the {attr} of {subject}?", f"I'd like to know the {attr} of {subject}."]))
     return plain_sentence(goal, subject, rng)
