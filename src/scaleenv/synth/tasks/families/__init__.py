@@ -30,7 +30,8 @@ FAMILIES: dict[str, type[TaskBuilder]] = {
 }
 """Family name -> its builder."""
 
-DEFAULT_MIX: dict[str, float] = {DEFAULT_FAMILY: 1.0}
+DEFAULT_MIX: dict[str, float] = {DEFAULT_FAMILY: 0.45, "computed": 0.12, "description": 0.08, "bulk": 0.1,
+                                  "programmatic": 0.07, "long": 0.18}
 """The default build's share of attempts per family (renormalised over the families a domain hosts)."""
 
 

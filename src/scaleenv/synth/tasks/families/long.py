@@ -24,7 +24,7 @@ from scaleenv.world.world import World
 
 MIN_CALLS = 10
 MAX_CALLS = 20
-COUNTS = {"easy": (3, 3), "medium": (3, 4), "hard": (3, 4), "expert": (4, 5)}
+COUNTS = {"easy": (3, 4), "medium": (3, 4), "hard": (3, 5), "expert": (4, 5)}
 STAGES = {"easy": 1, "medium": 1, "hard": 1, "expert": 2}
 """Further writes on every record, per tier (after the first)."""
 
@@ -91,8 +91,9 @@ class LongBuilder(BulkBuilder):
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         out = super().sample_chain()
         while len(self.chain) < MIN_CALLS:
-            # further questions about the user's other records fill the horizon
-            if len(self.chain) >= MAX_CALLS or not self.add_more_goal(self.scratch_world(), read=True):
+            # further changes to, then questions about, the user's other records fill the horizon
+            scratch = self.scratch_world()
+            if not (self.add_more_goal(scratch) or self.add_more_goal(scratch, read=True)):
                 raise TaskRejected(Reason.HORIZON_TOO_SHORT, f"{len(self.chain)} calls")
         return out
 

@@ -271,13 +271,20 @@ class SelectionBuilder(TaskBuilder):
             return
         leaf = self.entities.get(self.sel.table)
         owner = "my" if self.me() is not None else "the"
-        first = True
-        for g in self.goals:
+        first, last = None, -2
+        for i, g in enumerate(self.goals):
             if g.sentence or leaf is None or leaf not in g.refs.values():
                 continue
-            subject = f"{owner} {self.sel.phrase}" if first else f"that same {self.noun(self.sel.table)}"
+            noun = self.noun(self.sel.table)
+            if first is None:
+                subject = f"{owner} {self.sel.phrase}"
+                first = i
+            elif last == i - 1:  # the goal just before spoke of it too
+                subject = f"that same {noun}"
+            else:  # another record came in between: "that same" would point at it
+                subject = f"the {noun} from my first request" if first == 0 else f"the {noun} I described above"
             g.sentence = selection_sentence(g, leaf, subject, self.entities, self.spec, self.me(), self.rng)
-            first = False
+            last = i
 
     def make_task(self, *args: Any, **kwargs: Any) -> Task:
         self.write_sentences()
