@@ -24,6 +24,7 @@ One attempt:
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import deque
 from typing import Any
@@ -32,6 +33,7 @@ from scaleenv.env.cache import make_episode
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import (
+    DEFAULT_FAMILY,
     AnswerFact,
     Call,
     Difficulty,
@@ -695,7 +697,32 @@ class _Exerciser:
         return False
 
 
-def generate_llm_task(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig) -> Task:
-    """One LLM-built, verified task for ``attempt`` or TaskRejected (token use is charged to the task)."""
+def generate_llm_task(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig,
+                      family_mix: dict[str, float] | None = None, tier_mix: dict[str, float] | None = None) -> Task:
+    """One LLM-built, verified task for ``attempt`` or TaskRejected (token use is charged to the task).
+
+    With a ``family_mix`` the family is drawn per attempt as the procedural back end draws it: the
+    ``direct`` family is written by the task agents, the others (whose logic is procedural over the
+    spec: computed, description, bulk, ...) by their procedural builders on the LLM-made domain,
+    where the domain can host them (``verification.synthesis`` says which)."""
+    from scaleenv.synth.tasks.families import FAMILIES, pick_family
+    from scaleenv.synth.tasks.tiers import draw_tier
+
     task_ask = ask.for_task(f"{ctx.spec.name}/{attempt:05d}")
-    return LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg).run()
+    if family_mix is None:
+        return LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg).run()
+    rng = random.Random(f"family:{seed}:{ctx.spec.name}:{attempt}")
+    family = pick_family(ctx, rng, family_mix)
+    builder: TaskBuilder
+    if family == DEFAULT_FAMILY:
+        builder = LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg)
+    else:
+        lo, hi = cfg.chain_length
+        builder = FAMILIES[family](ctx, seed, attempt, ChainConfig(min_length=lo, max_length=hi,
+                                                                   min_tools=cfg.min_task_tools))
+    builder.tier = draw_tier(rng, tier_mix, builder.tiers)
+    task = builder.run()
+    if family != DEFAULT_FAMILY:
+        task.verification.backend = "llm"
+        task.verification.synthesis = {"family": family, "builder": "procedural"}
+    return task

@@ -130,7 +130,23 @@ class DescriptionBuilder(SelectionBuilder):
                 self.call_read(getter, {getter.parameters[0].name: {"$ref": self.refs[table.name]["$ref"],
                                                                      "field": a.name, "where": where}},
                                f"look up the {human(self.ctx.singular(ref[0]))}")
+        pk = table.primary_key
+        joins, conds, params = [], [f't."{fk}" = :parent'], {"parent": target[fk]}
+        for i, a in enumerate(self.attrs):
+            ref = self.referred(a)
+            if ref is None:
+                conds.append(f't."{a.name}" = :v{i}')
+            else:
+                joins.append(f'JOIN "{ref[0]}" r{i} ON r{i}."{self.world.primary_key(ref[0])}" = t."{a.name}"')
+                conds.append(f'r{i}."{ref[1]}" = :v{i}')
+            params[f"v{i}"] = want[a.name]
+        sql = f'SELECT t."{pk}" FROM "{table.name}" t {" ".join(joins)} WHERE {" AND ".join(conds)} ORDER BY 1'
+        sql = sql.replace("t  WHERE", "t WHERE")
+        ids = [r[0] for r in self.run_program(sql, params)]
+        if ids != [target["id"]]:
+            raise TaskRejected(Reason.PROGRAM_MISMATCH, f"the description's program picks {ids}")
         said = " and ".join(f"{col_words(a)} {say(want[a.name]) if self.referred(a) is None else want[a.name]}"
                             for a in self.attrs)
         return Selection(table.name, fk, target[fk], [target], f"{self.noun(table.name)} with {said}"
-                         f"{self.parent_part(parent_table)}")
+                         f"{self.parent_part(parent_table)}", {"sql": sql, "params": params, "world": "initial",
+                                                              "ids": ids})

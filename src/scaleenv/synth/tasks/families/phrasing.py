@@ -96,6 +96,13 @@ def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
         tail = f" so that it is {to}" if to and to not in verb else ""
         return polish(f"Please {verb} {subject}{tail}" + (f" ({details})." if details else "."))
     desc = tool.description.rstrip(".")
+    noun = human(str(tool.meta.get("entity_singular") or ""))
+    nouns = [n for n in {noun, *(human(r.singular) for r in goal.refs.values())} if n]
+    for n in sorted(nouns, key=len, reverse=True):  # "Void an unpaid invoice": "Void every unpaid invoice of mine"
+        m = re.search(r"\b(?:a|an|the|one)\s+(?:[\w-]+\s+){0,2}?" + re.escape(n) + r"\b", desc, re.IGNORECASE)
+        if m:
+            text = desc[: m.start()] + subject + desc[m.end():]
+            return polish(text + (f" ({details})." if details else "."))
     return polish(f"{desc} for {subject}" + (f" ({details})." if details else "."))
 
 

@@ -15,7 +15,14 @@ from typing import Any
 
 from scaleenv.formats.domain import Column, Table
 from scaleenv.synth.tasks.families.bulk import BulkBuilder
-from scaleenv.synth.tasks.families.selection import Selection, col_words, is_money, lister_for, order_columns
+from scaleenv.synth.tasks.families.selection import (
+    Selection,
+    col_words,
+    is_money,
+    lister_for,
+    order_columns,
+    structural,
+)
 from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
 from scaleenv.synth.tasks.instruction import Goal
 from scaleenv.synth.tasks.reasons import Reason
@@ -47,6 +54,7 @@ class ProgrammaticBuilder(BulkBuilder):
     def tables(ctx: Any) -> list[str]:
         """Tables listed under a parent, with an enum to filter by and a number to total."""
         out = []
+        ctx = structural(ctx)
         for t in ctx.spec.tables:
             if lister_for(ctx, t.name) is None:
                 continue

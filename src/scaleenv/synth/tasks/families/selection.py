@@ -37,6 +37,40 @@ CLOCK = "2026-06-15"
 """The worlds' clock (a moved date stays on its side of it, as look-alikes' dates do)."""
 
 
+class StructuralContext(DomainContext):
+    """A domain whose tools carry no derivation metadata (the LLM back end's): the getter, lister and
+    finder of an entity are found by their shape (what they take and what they return)."""
+
+    def tool_by_family(self, family: str, entity: str, **meta: Any) -> ToolSpec | None:
+        found = super().tool_by_family(family, entity, **meta)
+        if found is not None or family not in ("get", "list", "search"):
+            return found
+        display = self.display_column(entity)
+        for t in self.spec.tools:
+            req = [p for p in t.parameters if p.required]
+            if t.kind != "read" or t.returns.table != entity or len(req) != 1:
+                continue
+            key = self.key_params(t).get(req[0].name)
+            if family == "get" and t.returns.mode == "one" and key == entity:
+                return t
+            if family == "list" and t.returns.mode == "many" and key is not None and key == meta.get("parent"):
+                return t
+            if family == "search" and t.returns.mode == "many" and display and req[0].name == display:
+                return t
+        return None
+
+
+def structural(ctx: DomainContext) -> DomainContext:
+    """``ctx`` itself where its tools say what they are, else its :class:`StructuralContext` (kept on it)."""
+    if isinstance(ctx, StructuralContext) or any(t.meta.get("family") for t in ctx.spec.tools):
+        return ctx
+    view = ctx.__dict__.get("_structural")
+    if view is None:
+        view = ctx.__dict__["_structural"] = StructuralContext(ctx.spec, ctx.base, ctx.graph, ctx.positive_args)
+    assert isinstance(view, StructuralContext)
+    return view
+
+
 def lister_for(ctx: DomainContext, table: str) -> tuple[ToolSpec, str, str] | None:
     """(list tool, fk column, parent table) that lists ``table``'s records under their parent, where
     the domain has one."""
@@ -146,6 +180,7 @@ class SelectionBuilder(TaskBuilder):
 
     @classmethod
     def applies(cls, ctx: DomainContext) -> bool:
+        ctx = structural(ctx)
         return any(cls.goal_ok(ctx, t) for t in ctx.goal_tools)
 
     @classmethod
@@ -160,8 +195,8 @@ class SelectionBuilder(TaskBuilder):
         table = ctx.spec.table(focus[1]) if focus else None
         return table is not None and leaf_tool(ctx, tool) and cls.table_ok(ctx, table)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, ctx: DomainContext, *args: Any, **kwargs: Any):
+        super().__init__(structural(ctx), *args, **kwargs)
         self.sel: Selection | None = None
         self.extra_targets: list[dict[str, Any]] = []
 
