@@ -257,7 +257,10 @@ def persona_of(spec: DomainSpec, root: EntityRef | None) -> str:
 
 _VERB_PAST = {"pay": "paid", "set": "set", "put": "put", "send": "sent", "make": "made", "buy": "bought",
               "sell": "sold", "hold": "held", "give": "given", "take": "taken", "write": "written", "run": "run",
-              "freeze": "frozen", "unfreeze": "unfrozen", "shut": "shut", "split": "split", "bid": "bid"}
+              "freeze": "frozen", "unfreeze": "unfrozen", "shut": "shut", "split": "split", "bid": "bid",
+              "transfer": "transferred", "refer": "referred", "prefer": "preferred", "submit": "submitted",
+              "admit": "admitted", "commit": "committed", "permit": "permitted", "control": "controlled",
+              "patrol": "patrolled", "expel": "expelled"}
 _FAMILY_DONE = {"update": ["updated", "changed", "set to", "is now"], "create": ["created", "added", "registered",
                 "booked", "scheduled", "placed", "opened"], "delete": ["deleted", "removed"]}
 

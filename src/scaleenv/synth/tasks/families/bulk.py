@@ -13,7 +13,7 @@ from typing import Any
 
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import Column, Table, ToolSpec
-from scaleenv.formats.task import Call
+from scaleenv.formats.task import Call, Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.phrasing import selection_sentence
 from scaleenv.synth.tasks.families.selection import (
@@ -151,6 +151,18 @@ class BulkBuilder(SelectionBuilder):
                 raise TaskRejected(Reason.BULK_TARGET_FAILED, f"{tool.name} changes nothing on {row['id']}")
             self.effects.append(changed)
             self.chain.append(Call(tool=tool.name, args={**call.args, focus[0]: self.target_ref(row)}, purpose="goal"))
+
+    def make_task(self, *args: Any, **kwargs: Any) -> Task:
+        """The goals over the set are also reported done by their records' plural or the condition
+        ("your three rabbits were transferred")."""
+        task = super().make_task(*args, **kwargs)
+        if self.sel is not None and self.filter is not None:
+            noun, value = self.noun(self.sel.table), say(self.filter[1])
+            words = [f"{noun}s", value, f"{value}s", f"{value} {noun}s"]
+            for o in task.user_profile.objectives:
+                if o.kind == "write" and ("every" in o.text.lower() or "each of them" in o.text.lower()):
+                    o.subject = list(dict.fromkeys([*o.subject, *words]))
+        return task
 
     def write_sentences(self) -> None:
         if self.sel is None:

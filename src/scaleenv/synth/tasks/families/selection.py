@@ -258,14 +258,14 @@ class SelectionBuilder(TaskBuilder):
         assert tbl is not None
         target = self.world.row(t, row["id"])
         assert target is not None
+        if self.me() is None:  # a member of staff speaks of the records it looks after
+            for r in self.entities.values():
+                r.owner_word = "the"
         sel = self.select(tbl, target, siblings)
         sel.listed_step = step
         self.sel = sel
         ref.by = {}
         ref.phrase = sel.phrase
-        if self.me() is None:
-            for r in self.entities.values():
-                r.owner_word = "the"
 
     def me(self) -> EntityRef | None:
         """The user's own record, when the user is a person (else a member of staff speaks)."""
