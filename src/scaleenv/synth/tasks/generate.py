@@ -497,10 +497,15 @@ class TaskBuilder:
         except ToolError:
             return False
         rival_outs = self.rival_outputs(scratch, tool, args)
+        focus = self.ctx.focus(tool)
+        ref = self.entities.get(focus[1]) if focus else None
+        told = [v for v in (ref.by.values() if ref else ()) if v is not None]  # the user names the entity by these
         options = []
         for name, key, value in answer_options(self.spec, self.ctx, tool, out):
             if value is None or isinstance(value, bool) or value in ZERO_ANSWERS or value == []:
                 continue
+            if any(same_answer(value, t) for t in told):
+                continue  # a question whose answer the user gives itself ("the birth date of Rex (born ...)")
             rivals = [o if key is None else (o.get(key) if isinstance(o, dict) else None) for o in rival_outs]
             if any(same_answer(value, r) for r in rivals):
                 continue

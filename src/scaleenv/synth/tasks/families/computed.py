@@ -64,7 +64,7 @@ class ComputedBuilder(SelectionBuilder):
 
     def shape(self, table: Table, target: dict[str, Any], rows: list[dict[str, Any]]
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        cols = order_columns(table, target)
+        cols = [c for c in order_columns(table, target) if c.name not in self.written_columns()]
         if not cols:
             raise TaskRejected(Reason.NO_SELECTION, f"nothing to rank {table.name} by")
         c = self.rng.choice(cols)

@@ -31,21 +31,24 @@ def _slot_names(goal: Goal, target: EntityRef) -> set[str]:
 
 def _cut_noun(before: str, target: EntityRef, spec: DomainSpec) -> str:
     """``before`` without the determiner and noun that precede the slot ("cancel my visit " ->
-    "cancel "), when they name the target's kind (the description says it again)."""
-    words = list(re.finditer(r"[A-Za-z]+", before))
-    if not words or before[words[-1].end():].strip():
-        return before
-    last = words[-1]
-    prev = words[-2].group(0).lower() if len(words) > 1 else ""
+    "cancel ", "confirm pickup request " -> "confirm "), when they name the target's kind (the
+    description says it again)."""
     nouns = _nouns(target, spec) - {"my", "the", "our"}
-    if last.group(0).lower() in _DETERMINERS:
-        return before[: last.start()]
-    if last.group(0).lower() in nouns or prev in _DETERMINERS or prev in _PREPOSITIONS:
-        cut = before[: last.start()]
-        if prev in _DETERMINERS:
-            cut = cut[: words[-2].start()]
-        return cut
-    return before
+    cut = before
+    for _ in range(3):  # a noun of the target's kind, one word at a time ("pickup request")
+        words = list(re.finditer(r"[A-Za-z]+", cut))
+        if not words or cut[words[-1].end():].strip() or words[-1].group(0).lower() not in nouns:
+            break
+        cut = cut[: words[-1].start()]
+    words = list(re.finditer(r"[A-Za-z]+", cut))
+    if cut == before and len(words) > 1 and not cut[words[-1].end():].strip():
+        prev = words[-2].group(0).lower()
+        if prev in _DETERMINERS or prev in _PREPOSITIONS:  # "my visit", "towards bill": another word for it
+            cut = cut[: words[-1].start()]
+            words = words[:-1]
+    if words and not cut[words[-1].end():].strip() and words[-1].group(0).lower() in _DETERMINERS:
+        cut = cut[: words[-1].start()]
+    return cut
 
 
 def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],

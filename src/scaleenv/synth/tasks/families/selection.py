@@ -202,7 +202,14 @@ class SelectionBuilder(TaskBuilder):
 
     # --- the target and its siblings ----------------------------------------------------------------
     def pick_goal_tool(self, candidates: list[ToolSpec]) -> ToolSpec | None:
-        return super().pick_goal_tool([t for t in candidates if self.goal_ok(self.ctx, t)])
+        self.primary = super().pick_goal_tool([t for t in candidates if self.goal_ok(self.ctx, t)])
+        return self.primary
+
+    def written_columns(self) -> set[str]:
+        """Columns of the target's table the primary goal sets (a criterion over one would change
+        under the user's feet: "settle the claim with the lowest approved amount")."""
+        tool = getattr(self, "primary", None)
+        return {p.column.partition(".")[2] for p in (tool.parameters if tool else []) if p.column}
 
     def sibling_count(self, density: int) -> int:
         return max(density, self.min_siblings)
