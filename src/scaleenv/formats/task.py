@@ -152,6 +152,14 @@ class Task(BaseModel):
     """The generator that made the task (see ``scaleenv.synth.tasks.families``): ``direct``, ``refusal``,
     ``partial``, ``conditional``, ``computed``, ``description``, ``bulk``, ``programmatic``, ``long``."""
 
+    @model_serializer(mode="wrap")
+    def _drop_default_family(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # ``direct`` is left out, so task files older than families round-trip byte for byte
+        data: dict[str, Any] = handler(self)
+        if data.get("family") == DEFAULT_FAMILY:
+            data.pop("family")
+        return data
+
     def chain_hash(self) -> str:
         payload = json.dumps([c.model_dump(mode="json") for c in self.gold_chain], sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
