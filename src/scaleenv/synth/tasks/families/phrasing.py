@@ -41,7 +41,11 @@ def _cut_noun(before: str, target: EntityRef, spec: DomainSpec) -> str:
             break
         cut = cut[: words[-1].start()]
     words = list(re.finditer(r"[A-Za-z]+", cut))
-    if cut == before and len(words) > 1 and not cut[words[-1].end():].strip():
+    if cut != before and len(words) > 1 and not cut[words[-1].end():].strip() \
+            and words[-2].group(0).lower() in _DETERMINERS:  # "reject the lowball offer": the description says which
+        cut = cut[: words[-2].start()]
+        words = words[:-2]
+    elif cut == before and len(words) > 1 and not cut[words[-1].end():].strip():
         prev = words[-2].group(0).lower()
         if prev in _DETERMINERS or prev in _PREPOSITIONS:  # "my visit", "towards bill": another word for it
             cut = cut[: words[-1].start()]

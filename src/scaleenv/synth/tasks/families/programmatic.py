@@ -34,9 +34,19 @@ from scaleenv.world.world import World
 COUNTS = {"easy": (2, 2), "medium": (2, 3), "hard": (2, 4), "expert": (3, 5)}
 
 
+ADDITIVE = ("price", "amount", "fee", "cost", "fare", "total", "charge", "premium", "rent", "budget", "balance",
+            "salary", "paid", "hours", "minutes", "quantity", "qty", "count", "points", "credits", "kg", "weight",
+            "distance", "km", "score", "shares", "units", "seats", "value", "spent", "duration", "calories")
+"""Words of the number columns whose total means something (not an order, a year or a rating)."""
+
+
+def additive(c: Column) -> bool:
+    return c.type in ("integer", "real") and any(w in c.name for w in ADDITIVE) and "rate" not in c.name
+
+
 def summable(table: Table, row: dict[str, Any]) -> list[Column]:
     """Number columns whose total means something (amounts, prices, quantities), money first."""
-    cols = [c for c in order_columns(table, row) if c.type in ("integer", "real")]
+    cols = [c for c in order_columns(table, row) if additive(c)]
     return sorted(cols, key=lambda c: (not is_money(c), c.name))
 
 
@@ -58,9 +68,9 @@ class ProgrammaticBuilder(BulkBuilder):
         for t in ctx.spec.tables:
             if lister_for(ctx, t.name) is None:
                 continue
-            if any(c.enum for c in t.columns) and any(c.type in ("integer", "real") and not c.foreign_key
-                                                       and not c.enum and c.match != "exempt"
-                                                       and c.name != t.primary_key for c in t.columns):
+            if any(c.enum for c in t.columns) and any(additive(c) and not c.foreign_key and not c.enum
+                                                       and c.match != "exempt" and c.name != t.primary_key
+                                                       for c in t.columns):
                 out.append(t.name)
         return sorted(out)
 
