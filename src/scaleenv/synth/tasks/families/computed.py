@@ -24,6 +24,7 @@ from scaleenv.synth.tasks.families.selection import (
     say,
     shift_dates,
     step_of,
+    words_of,
 )
 from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
@@ -123,6 +124,6 @@ class ComputedBuilder(SelectionBuilder):
         if c.type in ("date", "datetime"):
             return f"{adj}{noun} with the {'earliest' if direction == 'min' else 'latest'} {col_words(c)}{where}"
         prices = [x for x in table.columns if x.type in ("integer", "real") and is_money(x)]
-        if any(w in c.name for w in _CHEAP) and prices == [c]:  # "cheapest" says which column only then
+        if words_of(c) & set(_CHEAP) and prices == [c]:  # "cheapest" says which column only then
             return f"{'cheapest' if direction == 'min' else 'most expensive'} {adj}{noun}{where}"
         return f"{adj}{noun} with the {'lowest' if direction == 'min' else 'highest'} {col_words(c)}{where}"

@@ -22,6 +22,7 @@ from scaleenv.synth.tasks.families.selection import (
     lister_for,
     order_columns,
     structural,
+    words_of,
 )
 from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
 from scaleenv.synth.tasks.instruction import Goal
@@ -41,7 +42,7 @@ ADDITIVE = ("price", "amount", "fee", "cost", "fare", "total", "charge", "premiu
 
 
 def additive(c: Column) -> bool:
-    return c.type in ("integer", "real") and any(w in c.name for w in ADDITIVE) and "rate" not in c.name
+    return c.type in ("integer", "real") and bool(words_of(c) & set(ADDITIVE)) and "rate" not in words_of(c)
 
 
 def summable(table: Table, row: dict[str, Any]) -> list[Column]:

@@ -101,8 +101,14 @@ def col_words(c: Column) -> str:
     return human(name)
 
 
+def words_of(c: Column) -> set[str]:
+    """The words of a column's name (``amount_paid`` -> amount, paid): a word is matched whole, so
+    ``current`` is no ``rent``."""
+    return set(c.name.lower().split("_"))
+
+
 def is_money(c: Column) -> bool:
-    return any(w in c.name for w in _MONEY)
+    return bool(words_of(c) & set(_MONEY))
 
 
 def order_columns(table: Table, row: dict[str, Any]) -> list[Column]:
