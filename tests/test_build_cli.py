@@ -36,8 +36,9 @@ def test_build_check_inspect(small_universe):
     res = runner.invoke(app, ["inspect", str(small_universe), "--json"])
     assert res.exit_code == 0, res.output
     counts = json.loads(res.output)
-    assert set(counts) == {"domains", "tables", "tools", "edges", "tasks", "per_domain"}
+    assert set(counts) == {"domains", "tables", "tools", "edges", "tasks", "families", "tiers", "per_domain"}
     assert counts["domains"] == 2 and counts["tasks"] == 8
+    assert sum(counts["families"].values()) == sum(counts["tiers"].values()) == 8
     assert counts["tools"] == sum(d["tools"] for d in counts["per_domain"]) >= 50
     res = runner.invoke(app, ["check", str(small_universe), "--json"])
     assert res.exit_code == 0, res.output

@@ -41,7 +41,7 @@ def test_every_task_replays_to_one_and_noop_scores_zero(name):
         assert ep.evaluate().score == 0.0
         r = score_policy(ep, task, "oracle")
         assert r.score == 1.0 and r.success, r.diff
-        assert 3 <= len(task.gold_chain) <= 8
+        assert 3 <= len(task.gold_chain) <= (20 if task.family == "long" else 8)
         assert len(task.tools) >= min(20, len(ctx.spec.tools))
         assert set(c.tool for c in task.gold_chain) <= set(task.tools)
 
@@ -73,8 +73,8 @@ def test_distractors_never_change_the_gold_result():
     checked = 0
     for task in _tasks("pet_care", 8):
         distractors = task.verification.distractors
-        if not any(distractors.values()):
-            continue
+        if not any(r["id"] in distractors.get(t, []) for t, rows in task.initial_patch.items() for r in rows):
+            continue  # no look-alike of its own (an easy task's may all be base-world records)
         checked += 1
         with_d = World.from_snapshot(ctx.spec, ctx.base)
         apply_patch(with_d, task.initial_patch)
@@ -96,7 +96,9 @@ def test_distractors_never_change_the_gold_result():
 
 
 def test_chain_length_is_configurable():
-    for task in _tasks("pet_care", 4, config=ChainConfig(min_length=5, max_length=6)):
+    # every family but ``long`` (its own horizon of 10-20 calls) keeps to the configured range
+    config = ChainConfig(min_length=5, max_length=6, family_mix={"direct": 1.0, "computed": 1.0, "bulk": 1.0})
+    for task in _tasks("pet_care", 6, config=config):
         assert 5 <= len(task.gold_chain) <= 6
 
 

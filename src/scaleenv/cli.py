@@ -124,6 +124,10 @@ def build(
     out: Path = typer.Option(Path("universe"), "--out", help="Output universe directory."),
     scale: float = typer.Option(1.0, "--scale", min=0.05, max=50.0, help="Multiply seed table sizes."),
     chain_length: str = typer.Option("3-8", "--chain-length", help="Gold chain length range MIN-MAX."),
+    family_mix: str | None = typer.Option(None, "--family-mix",
+                                          help="Share of attempts per task family, e.g. direct=0.5,bulk=0.2."),
+    tier_mix: str | None = typer.Option(None, "--tier-mix",
+                                        help="Share of tasks per tier, e.g. easy=0.2,medium=0.3,hard=0.3,expert=0.2."),
     llm: str | None = typer.Option(None, "--llm", help="Synthesize with an LLM (OpenAI-compatible) instead."),
     base_url: str | None = typer.Option(None, "--base-url", help="Base URL of the LLM endpoint."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Variable that holds the LLM API key."),
@@ -163,14 +167,23 @@ def build(
         fail(f"--chain-length must look like 3-8 (MIN-MAX), got {chain_length!r}")
     from contextlib import ExitStack
 
+    from scaleenv.formats.task import TIERS
     from scaleenv.synth.build import BuildConfig, prepare_out, run_build, universe_lock
+    from scaleenv.synth.tasks.families import FAMILIES
+    from scaleenv.synth.tasks.tiers import parse_mix
+
+    try:
+        families = parse_mix(family_mix, FAMILIES, "--family-mix") if family_mix is not None else None
+        tiers = parse_mix(tier_mix, TIERS, "--tier-mix") if tier_mix is not None else None
+    except ValueError as e:
+        fail(str(e))
 
     try:
         cfg = BuildConfig(out=out, domains=_resolve_domains(domain, domains, bare=llm_cfg is not None),
                           tasks_per_domain=tasks_per_domain, seed=seed, scale=scale, resume=resume,
                           executor=executor, workers=workers, ray_address=ray_address,
                           chain_length=(int(m.group(1)), int(m.group(2))), llm=llm_cfg,
-                          llm_language=language_cfg)
+                          llm_language=language_cfg, family_mix=families, tier_mix=tiers)
     except ScaleEnvError as e:
         fail(e)
     held = ExitStack()  # one writer at a time, from preparing --out to the last task

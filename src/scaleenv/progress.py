@@ -80,4 +80,8 @@ def print_counts(counts: dict[str, Any]) -> None:
         table.add_row(d["domain"], str(d["tables"]), str(d["tools"]), str(d["edges"]), str(d["tasks"]))
     table.add_row("total", str(counts["tables"]), str(counts["tools"]), str(counts["edges"]), str(counts["tasks"]),
                   style="bold")
-    Console().print(table)
+    console = Console()
+    console.print(table)
+    for key in ("families", "tiers"):
+        if counts.get(key):
+            console.print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in counts[key].items()))

@@ -112,7 +112,7 @@ class Verification(_Record):
     """How a task was verified: state hashes, the rows the gold chain touches (count per table), the
     distractor ids per table, the gate scores, and (LLM back end only) its provenance."""
 
-    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("backend", "synthesis", "language")
+    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("backend", "synthesis", "language", "program")
     initial_hash: str = ""
     expected_hash: str = ""
     gold_keys: dict[str, int] = Field(default_factory=dict)
@@ -122,6 +122,11 @@ class Verification(_Record):
     synthesis: dict[str, Any] | None = None
     language: dict[str, Any] | None = None
     """The LLM rewrite of the user's language, where one ran (status, attempts)."""
+    program: dict[str, Any] | None = None
+    """The query program that defines the goal, where a family has one (``programmatic``, ``bulk``,
+    ``computed``): ``sql`` with named ``params``, run on the ``world`` it names (``initial`` or
+    ``expected``), and what it gave (``value`` for an answer, ``ids`` for the rows a write set acts on),
+    which the gold chain's result was checked against."""
 
 
 class Call(BaseModel):

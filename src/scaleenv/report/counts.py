@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,8 @@ from scaleenv.universe import Universe
 
 
 def universe_counts(path: str | Path) -> dict[str, Any]:
-    """``{"domains","tables","tools","edges","tasks","per_domain":[...]}``; each per-domain entry also
+    """``{"domains","tables","tools","edges","tasks","families","tiers","per_domain":[...]}`` (tasks per
+    family and per difficulty tier); each per-domain entry also has its own family and tier counts and
     lists its ``task_ids`` (for ``serve --task``, ``rollout --task``)."""
     u = Universe(path)
     per = []
@@ -20,7 +22,8 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
         spec = u.spec(d)
         graph = u.graph(d)
         stats = graph.get("stats", {})
-        task_ids = [t.id for t in u.tasks(d)]
+        tasks = u.tasks(d)
+        task_ids = [t.id for t in tasks]
         n_tasks = len(task_ids)
         per.append({
             "domain": d,
@@ -29,6 +32,8 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
             "edges": stats.get("edges", len(graph.get("edges", []))),
             "edges_by_kind": stats.get("edges_by_kind", {}),
             "tasks": n_tasks,
+            "families": dict(sorted(Counter(t.family for t in tasks).items())),
+            "tiers": dict(sorted(Counter(t.difficulty.tier or "untiered" for t in tasks).items())),
             "task_ids": task_ids,
         })
         if (ddir / "tokens.json").exists():  # LLM back end: token accounting per role, phase and task
@@ -42,6 +47,8 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
         "tools": sum(p["tools"] for p in per),
         "edges": sum(p["edges"] for p in per),
         "tasks": sum(p["tasks"] for p in per),
+        "families": dict(sorted(sum((Counter(p["families"]) for p in per), Counter()).items())),
+        "tiers": dict(sorted(sum((Counter(p["tiers"]) for p in per), Counter()).items())),
         "per_domain": per,
     }
     if any("tokens" in p for p in per):

@@ -66,7 +66,8 @@ class ProceduralBackend:
         self.domain = name
         self.cfg = cfg
         lo, hi = cfg.get("chain_length", (3, 8))
-        self.chain = ChainConfig(min_length=lo, max_length=hi)
+        self.chain = ChainConfig(min_length=lo, max_length=hi, family_mix=cfg.get("family_mix"),
+                                 tier_mix=cfg.get("tier_mix"))
         self._stages_before = dict(STAGE_SECONDS)
 
     def phase1(self) -> BuiltDomain:

@@ -96,6 +96,8 @@ class BuildConfig:
     llm_language: dict[str, Any] | None = None  # LLM rewriting of procedural tasks' language (same fields)
     task_seed: int | None = None
     """Seed of the tasks alone (default: ``seed``): new tasks over the same domains, tools and base worlds."""
+    family_mix: dict[str, float] | None = None  # share of attempts per task family (None: the default mix)
+    tier_mix: dict[str, float] | None = None  # share of tasks per difficulty tier (None: the default mix)
 
     def __post_init__(self) -> None:
         """Settings are checked here, once, for every caller (the CLI only maps flags to them)."""
@@ -110,6 +112,17 @@ class BuildConfig:
             raise InputError("--tasks-per-domain must be >= 0, --workers >= 1 and --scale within 0.05-50")
         if not self.domains:
             raise InputError("no domains to build; name some with --domain or --domains N")
+        from scaleenv.formats.task import TIERS
+        from scaleenv.synth.tasks.families import FAMILIES
+        from scaleenv.synth.tasks.tiers import check_mix
+
+        try:
+            if self.family_mix is not None:
+                self.family_mix = check_mix(self.family_mix, FAMILIES, "--family-mix")
+            if self.tier_mix is not None:
+                self.tier_mix = check_mix(self.tier_mix, TIERS, "--tier-mix")
+        except ValueError as e:
+            raise InputError(str(e)) from None
 
     def manifest_key(self) -> dict[str, Any]:
         key = {"seed": self.seed, "scale": self.scale, "tasks_per_domain": self.tasks_per_domain,
@@ -120,6 +133,10 @@ class BuildConfig:
             key["llm_language"] = self.llm_language.get("model")
         if self.task_seed is not None:
             key["task_seed"] = self.task_seed
+        if self.family_mix is not None:
+            key["family_mix"] = self.family_mix
+        if self.tier_mix is not None:
+            key["tier_mix"] = self.tier_mix
         return key
 
     @property
@@ -304,7 +321,7 @@ def run_build(cfg: BuildConfig, progress: Progress | None = None) -> list[Domain
 def _run_build(cfg: BuildConfig, progress: Progress | None) -> list[DomainResult]:
     job_cfg = {"seed": cfg.seed, "tasks_per_domain": cfg.tasks_per_domain, "scale": cfg.scale,
                "resume": cfg.resume, "chain_length": cfg.chain_length, "llm": cfg.llm,
-               "llm_language": cfg.llm_language}
+               "llm_language": cfg.llm_language, "family_mix": cfg.family_mix, "tier_mix": cfg.tier_mix}
     if cfg.task_seed is not None:
         job_cfg["task_seed"] = cfg.task_seed
     results = _run_executor(cfg, job_cfg, progress)

@@ -77,7 +77,8 @@ class LLMBackend:
 
         def make_task(attempt: int) -> Task:
             try:
-                return generate_llm_task(ctx, self.ask, seed, attempt, self.synth)
+                return generate_llm_task(ctx, self.ask, seed, attempt, self.synth, self.cfg.get("family_mix"),
+                                         self.cfg.get("tier_mix"))
             except LLMOutputError as e:
                 raise TaskRejected("llm_output", str(e)[:200]) from None
             except LLMError as e:

@@ -24,6 +24,7 @@ One attempt:
 
 from __future__ import annotations
 
+import random
 import re
 from collections import deque
 from typing import Any
@@ -32,6 +33,7 @@ from scaleenv.env.cache import make_episode
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import (
+    DEFAULT_FAMILY,
     AnswerFact,
     Call,
     Difficulty,
@@ -59,6 +61,7 @@ from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import human
+from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import fresh_unique, next_id
 from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.replay import TaskWorlds
@@ -175,7 +178,7 @@ class LLMTaskBuilder(TaskBuilder):
         goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
             [t for t in self.spec.tools if t.kind == "write"])
         if goal is None:
-            raise TaskRejected("no_goal_tools")
+            raise TaskRejected(Reason.NO_GOAL_TOOLS)
         tools = self.neighbourhood(goal)
         names = {t.name for t in tools}
         # rows (formats of the literals a customer states) of the tables the lookups search and the
@@ -185,7 +188,7 @@ class LLMTaskBuilder(TaskBuilder):
         lo, hi = self.config.min_length, self.config.max_length
         if level == "easy":
             hi = min(hi, max(lo, 4))
-        elif level == "hard":
+        elif level in ("hard", "expert"):
             lo = min(hi, max(lo, 4))
 
         def check(code: str) -> list[str]:
@@ -208,7 +211,7 @@ class LLMTaskBuilder(TaskBuilder):
         try:
             code = self.ask.code("chain", msgs, validate=check)
         except LLMOutputError as e:
-            raise TaskRejected("chain_unusable", str(e)[:200]) from None
+            raise TaskRejected(Reason.CHAIN_UNUSABLE, str(e)[:200]) from None
         return parse_chain(code, self.spec)
 
     # --- 2. the initial state ------------------------------------------------------------------
@@ -289,7 +292,7 @@ class LLMTaskBuilder(TaskBuilder):
             try:
                 obj = self.ask.json("state", msgs, validate=shape)
             except LLMOutputError as e:
-                raise TaskRejected("state_unusable", str(e)[:200]) from None
+                raise TaskRejected(Reason.STATE_UNUSABLE, str(e)[:200]) from None
             error = ""
             if isinstance(obj.get("chain"), str):
                 try:
@@ -306,7 +309,7 @@ class LLMTaskBuilder(TaskBuilder):
                      "corrected JSON object (same format). If the chain itself is wrong, add \"chain\": the corrected "
                      "Python chain as a string."}]
         else:
-            raise TaskRejected("state_not_executable", error[:200])
+            raise TaskRejected(Reason.STATE_NOT_EXECUTABLE, error[:200])
         self.new_rows = self._with_ids(obj.get("rows"))
         return self.add_distractor_rows(self.new_rows, self._with_ids(obj.get("distractors")), density)
 
@@ -331,7 +334,7 @@ class LLMTaskBuilder(TaskBuilder):
                 scratch.close()
             self.record["distractors"] = source
             return self.world.snapshot()
-        raise TaskRejected("state_not_executable", "the chain fails even without distractors")
+        raise TaskRejected(Reason.STATE_NOT_EXECUTABLE, "the chain fails even without distractors")
 
     # --- 4./5. expansion and the gate ---------------------------------------------------------
     def expand(self, initial: bytes, gold_keys: dict[str, list[Any]]) -> tuple[list[str], dict[str, list[Any]]]:
@@ -507,7 +510,7 @@ class LLMTaskBuilder(TaskBuilder):
         try:
             obj = self.ask.json("instruction", msgs, validate=check)
         except LLMOutputError as e:
-            raise TaskRejected("instruction_ungrounded", str(e)[:200]) from None
+            raise TaskRejected(Reason.INSTRUCTION_UNGROUNDED, str(e)[:200]) from None
         prof = obj["user_profile"]
         known = {str(k): v for k, v in prof.get("known", {}).items()}
         profile = {"persona": str(prof.get("persona") or ""), "known": known,
@@ -517,7 +520,8 @@ class LLMTaskBuilder(TaskBuilder):
 
     # --- the whole attempt ----------------------------------------------------------------------------
     def run(self) -> Task:
-        level = self.rng.choices(list(LEVELS), [0.3, 0.45, 0.25])[0]
+        # the three older tiers in their old shares unless a tier is set (same draws, same tasks)
+        level = self.tier = self.tier or self.rng.choices(["easy", "medium", "hard"], [0.3, 0.45, 0.25])[0]
         _, (d_lo, d_hi), withheld, _ = LEVELS[level]
         density = self.rng.randint(max(1, d_lo), max(1, d_hi))
         # unusable model output rejects the attempt; a failing endpoint (LLMError) stops the build
@@ -540,7 +544,7 @@ class LLMTaskBuilder(TaskBuilder):
                  "sub_goals": sum(_tool(spec, c.tool).kind == "write" for c in self.chain)
                  + len(self.answer_facts),
                  "distractor_density": density, "withheld_facts": len(profile["withheld"]),
-                 "chains": self.record["chains"]}),
+                 "chains": self.record["chains"], "tier": level}),
             verification=Verification.model_validate(
                 {"backend": "llm",
                  "distractors": {t: sorted(ids, key=str) for t, ids in sorted(self.distractor_ids.items())},
@@ -549,7 +553,7 @@ class LLMTaskBuilder(TaskBuilder):
             attempt=self.attempt)
         gates = run_gates(make_episode(spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
         if not gates.passed:
-            raise TaskRejected("gate_" + gates.failures()[0])
+            raise TaskRejected(Reason.gate(gates.failures()[0]))
         task.verification.gates = gates.to_json()
         return task
 
@@ -717,7 +721,32 @@ class _Exerciser:
         return False
 
 
-def generate_llm_task(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig) -> Task:
-    """One LLM-built, verified task for ``attempt`` or TaskRejected (token use is charged to the task)."""
+def generate_llm_task(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig,
+                      family_mix: dict[str, float] | None = None, tier_mix: dict[str, float] | None = None) -> Task:
+    """One LLM-built, verified task for ``attempt`` or TaskRejected (token use is charged to the task).
+
+    With a ``family_mix`` the family is drawn per attempt as the procedural back end draws it: the
+    ``direct`` family is written by the task agents, the others (whose logic is procedural over the
+    spec: computed, description, bulk, ...) by their procedural builders on the LLM-made domain,
+    where the domain can host them (``verification.synthesis`` says which)."""
+    from scaleenv.synth.tasks.families import FAMILIES, pick_family
+    from scaleenv.synth.tasks.tiers import draw_tier
+
     task_ask = ask.for_task(f"{ctx.spec.name}/{attempt:05d}")
-    return LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg).run()
+    if family_mix is None:
+        return LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg).run()
+    rng = random.Random(f"family:{seed}:{ctx.spec.name}:{attempt}")
+    family = pick_family(ctx, rng, family_mix)
+    builder: TaskBuilder
+    if family == DEFAULT_FAMILY:
+        builder = LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg)
+    else:
+        lo, hi = cfg.chain_length
+        builder = FAMILIES[family](ctx, seed, attempt, ChainConfig(min_length=lo, max_length=hi,
+                                                                   min_tools=cfg.min_task_tools))
+    builder.tier = draw_tier(rng, tier_mix, builder.tiers)
+    task = builder.run()
+    if family != DEFAULT_FAMILY:
+        task.verification.backend = "llm"
+        task.verification.synthesis = {"family": family, "builder": "procedural"}
+    return task

@@ -19,12 +19,14 @@ from typing import Any
 from scaleenv.env.cache import make_episode
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import ToolSpec
-from scaleenv.formats.task import DEFAULT_FAMILY, Call, Task
+from scaleenv.formats.task import DEFAULT_FAMILY, TIERS, Call, Task
 from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
 from scaleenv.synth.tasks.expand import expand_tools
 from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human
+from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, fresh_unique, mend_rows, next_id
+from scaleenv.synth.tasks.tiers import TIER_KNOBS, draw_tier
 from scaleenv.synth.tasks.validity import (
     ZERO_ANSWERS,
     answer_options,
@@ -68,16 +70,15 @@ class _stage:
         STAGE_SECONDS[self.name] += time.perf_counter() - self.t0
 
 
-LEVELS = {
-    # sub-goals, distractors per entity, withheld facts, probability of a read goal
-    "easy": ((1, 1), (0, 1), 0, 0.25),
-    "medium": ((1, 2), (1, 2), 1, 0.4),
-    "hard": ((2, 3), (2, 3), 2, 0.5),
-}
+LEVELS = TIER_KNOBS
+"""The knobs per difficulty tier (see :mod:`scaleenv.synth.tasks.tiers`)."""
 
 
 class TaskRejected(Rejection):
-    """A candidate task was rejected (``reason`` is counted in ``tasks_report.json``)."""
+    """A candidate task was rejected (``reason``, a :class:`Reason`, is counted in ``tasks_report.json``)."""
+
+    def __init__(self, reason: Reason | str, detail: str = ""):
+        super().__init__(Reason(reason), detail)  # an unknown reason is a programming error (ValueError)
 
 
 @dataclass
@@ -87,6 +88,8 @@ class ChainConfig:
     min_tools: int = 20
     family_mix: dict[str, float] | None = None
     """Share of attempts per task family (None: ``families.DEFAULT_MIX``)."""
+    tier_mix: dict[str, float] | None = None
+    """Share of tasks per difficulty tier (None: ``tiers.DEFAULT_TIER_MIX``)."""
 
 
 def _shift_dates(row: dict[str, Any], days: int) -> dict[str, Any]:
@@ -98,6 +101,8 @@ class TaskBuilder:
     :mod:`scaleenv.synth.tasks.families`)."""
 
     family = DEFAULT_FAMILY
+    tiers: tuple[str, ...] = TIERS
+    """The difficulty tiers this family builds tasks at."""
 
     @classmethod
     def applies(cls, ctx: DomainContext) -> bool:
@@ -124,6 +129,7 @@ class TaskBuilder:
         self.answer_facts: list[dict[str, Any]] = []
         self.effects: list[dict[Any, Any]] = []  # the matched cells each write goal changed
         self.forbidden: list[Call] = []  # calls the literal request asks for that must not happen (Task.forbidden)
+        self.tier: str | None = None  # the difficulty tier (drawn from the config's mix when unset)
 
     # --- initial state ---------------------------------------------------------
     def add_rows(self, table: str, rows: list[dict[str, Any]], distract: bool = False) -> None:
@@ -143,7 +149,7 @@ class TaskBuilder:
             seen.add((t, k))
             row = self.world.row(t, k)
             if row is None:
-                raise TaskRejected("missing_row", f"{t}[{k}]")
+                raise TaskRejected(Reason.MISSING_ROW, f"{t}[{k}]")
             path.append((t, row))
             link = self.ctx.parent_link(t)
             if link is None or row.get(link[0]) is None:
@@ -171,7 +177,7 @@ class TaskBuilder:
             try:
                 self.add_rows(t, [new])
             except ScaleEnvError as e:
-                raise TaskRejected("clone_conflict", str(e)) from None
+                raise TaskRejected(Reason.CLONE_CONFLICT, str(e)) from None
             mapping[(t, row["id"])] = new["id"]
             clones.append((t, new))
         return mapping, clones
@@ -333,7 +339,7 @@ class TaskBuilder:
         try:
             out = run_tool(self.world, tool, resolve_args(Call(tool=tool.name, args=args), self.outputs, len(self.chain)))
         except (ToolError, ChainError) as e:
-            raise TaskRejected("resolution_failed", f"{tool.name}: {e}") from None
+            raise TaskRejected(Reason.RESOLUTION_FAILED, f"{tool.name}: {e}") from None
         self.chain.append(Call(tool=tool.name, args=args, purpose=purpose))
         self.outputs.append(out)
         return len(self.chain) - 1, out
@@ -405,7 +411,7 @@ class TaskBuilder:
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         """Goals, the rows they need, distractors and the seed chain; returns the initial state."""
         ctx, rng = self.ctx, self.rng
-        level = rng.choices(list(LEVELS), [0.3, 0.45, 0.25])[0]
+        level = self.tier = self.tier or draw_tier(rng, self.config.tier_mix, self.tiers)
         (g_lo, g_hi), (d_lo, d_hi), withheld, read_p = LEVELS[level]
         n_goals = rng.randint(g_lo, g_hi)
         density = rng.randint(d_lo, d_hi)
@@ -415,24 +421,24 @@ class TaskBuilder:
         if want_read_only:
             primary = self.pick_goal_tool(ctx.read_goal_tools)
             if primary is None:
-                raise TaskRejected("no_goal_tools")
+                raise TaskRejected(Reason.NO_GOAL_TOOLS)
         focus = ctx.focus(primary)
         assert focus is not None
         sampler = ArgSampler(self.world, rng)
         args = sampler.satisfying_args(primary)
         if args is None:
-            raise TaskRejected("no_satisfying_args", primary.name)
+            raise TaskRejected(Reason.NO_SATISFYING_ARGS, primary.name)
         mapping, clones = self.clone_path(focus[1], args[focus[0]], reserve=density)
         args = {k: mapping.get((ctx.key_params(primary).get(k), v), v) for k, v in args.items()}
         self.add_distractors(clones, density)
         if first_failing_precondition(self.world, primary, bind_params(self.world, primary, args)) is not None:
-            raise TaskRejected("clone_breaks_preconditions", primary.name)
+            raise TaskRejected(Reason.CLONE_BREAKS_PRECONDITIONS, primary.name)
         self.add_children(clones, {v: k for k, v in mapping.items()}, primary, args)
         args = self.trim_args(primary, args)
         if args is None:
-            raise TaskRejected("unstated_argument", primary.name)
+            raise TaskRejected(Reason.UNSTATED_ARGUMENT, primary.name)
         if self.exempt_input(primary, args):
-            raise TaskRejected("exempt_input", primary.name)
+            raise TaskRejected(Reason.EXEMPT_INPUT, primary.name)
         # 2. the seed chain: lookups, then the goal calls
         self.resolve_entities(clones)
         self.add_lookalikes()
@@ -441,7 +447,7 @@ class TaskBuilder:
         try:
             run_chain(scratch, self.spec, self.chain)
         except ChainError as e:
-            raise TaskRejected("resolution_failed", str(e)) from None
+            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
         if want_read_only:
             self.add_read_goal(scratch, primary, args)
         else:
@@ -454,9 +460,9 @@ class TaskBuilder:
                 self.add_more_goal(scratch, read=True)
         while len(self.chain) < self.config.min_length:
             if not self.add_more_goal(scratch, read=True, confirm=True):
-                raise TaskRejected("chain_too_short")
+                raise TaskRejected(Reason.CHAIN_TOO_SHORT)
         if len(self.chain) > self.config.max_length:
-            raise TaskRejected("chain_too_long")
+            raise TaskRejected(Reason.CHAIN_TOO_LONG)
         return initial, level, density, withheld
 
     def add_write_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> None:
@@ -469,7 +475,7 @@ class TaskBuilder:
             try:
                 changed = call_effect(self.spec, scratch, snap, tool, args)
             except ToolError as e:
-                raise TaskRejected("goal_failed", f"{tool.name}: {e}") from None
+                raise TaskRejected(Reason.GOAL_FAILED, f"{tool.name}: {e}") from None
             if changed:
                 self.effects.append(changed)
                 self.goal_call(tool, args)
@@ -482,7 +488,7 @@ class TaskBuilder:
             if redrawn is None or self.exempt_input(tool, redrawn):
                 break
             args = redrawn
-        raise TaskRejected("noop_subgoal", tool.name)
+        raise TaskRejected(Reason.NOOP_SUBGOAL, tool.name)
 
     def add_read_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> bool:
         """A question about a goal entity, answered by ``tool``: an answer that is not zero, empty or a
@@ -493,10 +499,15 @@ class TaskBuilder:
         except ToolError:
             return False
         rival_outs = self.rival_outputs(scratch, tool, args)
+        focus = self.ctx.focus(tool)
+        ref = self.entities.get(focus[1]) if focus else None
+        told = [v for v in (ref.by.values() if ref else ()) if v is not None]  # the user names the entity by these
         options = []
         for name, key, value in answer_options(self.spec, self.ctx, tool, out):
             if value is None or isinstance(value, bool) or value in ZERO_ANSWERS or value == []:
                 continue
+            if any(same_answer(value, t) for t in told):
+                continue  # a question whose answer the user gives itself ("the birth date of Rex (born ...)")
             rivals = [o if key is None else (o.get(key) if isinstance(o, dict) else None) for o in rival_outs]
             if any(same_answer(value, r) for r in rivals):
                 continue
@@ -586,7 +597,7 @@ class TaskBuilder:
             worlds = TaskWorlds(initial, world, gold_keys, [])
             gates = run_gates(make_episode(self.spec, task, worlds), task, self.seed)
         if not gates.passed:
-            raise TaskRejected("gate_" + gates.failures()[0])
+            raise TaskRejected(Reason.gate(gates.failures()[0]))
         task.verification.gates = gates.to_json()
         return task
 
@@ -598,10 +609,10 @@ class TaskBuilder:
         try:
             run_chain(world, spec, self.chain)
         except ChainError as e:
-            raise TaskRejected("verification_failed", str(e)) from None
+            raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
         gold_keys = {t: sorted(ks, key=str) for t, ks in world.touched().items()}
         if not gold_keys and not self.answer_facts:
-            raise TaskRejected("no_effect")
+            raise TaskRejected(Reason.NO_EFFECT)
         expected_hash = world.state_hash()
         self.check_distractors_orthogonal(world)
         self.check_goal_effects(initial)
@@ -640,17 +651,17 @@ class TaskBuilder:
         finally:
             start.close()
         if bad:
-            raise TaskRejected("incoherent_world", str(bad[0]))
+            raise TaskRejected(Reason.INCOHERENT_WORLD, str(bad[0]))
 
     def check_goal_effects(self, initial: bytes) -> None:
         """Every write goal must change a matched cell, and its change must still show in the end."""
         try:
             effects, final = goal_effects(self.spec, initial, self.chain)
         except ChainError as e:
-            raise TaskRejected("verification_failed", str(e)) from None
+            raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
         bad = unobservable_goals(self.spec, initial, effects, final)
         if bad:
-            raise TaskRejected(bad[0][1], bad[0][0])
+            raise TaskRejected(Reason(bad[0][1]), bad[0][0])
 
     def reverify(self, extra: dict[str, list[dict[str, Any]]],
                  gold_keys: dict[str, list[Any]]) -> tuple[World, bytes, str, str]:
@@ -663,9 +674,9 @@ class TaskBuilder:
         try:
             run_chain(world, self.spec, self.chain)
         except ChainError as e:
-            raise TaskRejected("expansion_changed_gold", str(e)) from None
+            raise TaskRejected(Reason.EXPANSION_CHANGED_GOLD, str(e)) from None
         if {t: sorted(ks, key=str) for t, ks in world.touched().items()} != gold_keys:
-            raise TaskRejected("expansion_changed_gold")
+            raise TaskRejected(Reason.EXPANSION_CHANGED_GOLD)
         expected_hash = world.state_hash()
         world.clear_changes()
         return world, initial, initial_hash, expected_hash
@@ -687,7 +698,7 @@ class TaskBuilder:
             for k, v in g.args.items():
                 p = g.tool.param(k)
                 if k not in g.refs and p is not None and not p.required and str(v) not in said:
-                    raise TaskRejected("unstated_argument", f"{g.tool.name}.{k}")
+                    raise TaskRejected(Reason.UNSTATED_ARGUMENT, f"{g.tool.name}.{k}")
         return Task(
             id=f"{spec.name}/{self.attempt:05d}",
             domain=spec.name,
@@ -703,6 +714,7 @@ class TaskBuilder:
                 "sub_goals": len(self.goals),
                 "distractor_density": density,
                 "withheld_facts": len(profile["withheld"]),
+                "tier": self.tier,
             },
             verification={
                 "distractors": {t: sorted(ids) for t, ids in sorted(self.distractor_ids.items())},
@@ -725,15 +737,15 @@ class TaskBuilder:
         try:
             run_chain(plain, self.spec, self.chain)
         except ChainError:
-            raise TaskRejected("distractor_interference", "chain fails without distractors") from None
+            raise TaskRejected(Reason.DISTRACTOR_INTERFERENCE, "chain fails without distractors") from None
         with_d = expected.touched()
         for t, ids in with_d.items():
             if ids & self.distractor_ids.get(t, set()):
-                raise TaskRejected("distractor_interference", f"gold chain touched a distractor in {t}")
+                raise TaskRejected(Reason.DISTRACTOR_INTERFERENCE, f"gold chain touched a distractor in {t}")
         full = {t: {r["id"] for r in rows} for t, rows in self.patch.items()}
         pruned = {t: ids - self.distractor_ids.get(t, set()) for t, ids in full.items()}
         if self._changes(plain, pruned) != self._changes(expected, full):
-            raise TaskRejected("distractor_interference", "the gold chain changes different rows")
+            raise TaskRejected(Reason.DISTRACTOR_INTERFERENCE, "the gold chain changes different rows")
 
     def _changes(self, world: World, patched: dict[str, set[Any]]) -> dict[str, list[str]]:
         """What the chain did to ``world`` (whose initial state was the base plus ``patched`` rows), per

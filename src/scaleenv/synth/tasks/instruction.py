@@ -28,9 +28,14 @@ class EntityRef:
     display: str | None = None
     owner_word: str = "my"
     """How the user speaks of its own records: ``my`` (a customer), ``the`` (a member of staff)."""
+    phrase: str | None = None
+    """A description that stands for the entity instead of its facts (``earliest pending appointment
+    for Rex``): the user never gives its id or a fact that names it (computed and described selections)."""
 
     def short(self) -> str:
         """The entity without its noun: ``Rex (birth date 2017-09-03)`` or ``APT-0081``."""
+        if self.phrase:
+            return self.phrase
         if not self.by or list(self.by) == ["id"]:
             return str(self.row["id"])
         name = self.row.get(self.display) if self.display else None
@@ -40,6 +45,8 @@ class EntityRef:
         return spoken(name) if name is not None else facts
 
     def describe(self) -> str:
+        if self.phrase:
+            return f"{self.owner_word} {self.phrase}"
         if not self.by or list(self.by) == ["id"]:
             return f"{human(self.singular)} {self.row['id']}"
         short, noun = self.short(), human(self.singular)
@@ -54,6 +61,8 @@ class Goal:
     args: dict[str, Any]
     refs: dict[str, EntityRef]  # param -> entity it refers to
     answer: str | None = None
+    sentence: str | None = None
+    """The goal as the user says it, where a family wrote it (else it comes from the tool's phrasings)."""
 
 
 def _canonical_slots(goal: Goal, entities: dict[str, EntityRef]) -> dict[str, Any]:
@@ -173,6 +182,8 @@ def _attribute(goal: Goal, target: EntityRef | None) -> str:
 def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec,
                   me: EntityRef | None = None) -> str:
     """The goal as the user says it: one of the tool's phrasings that fits, else a plain sentence."""
+    if goal.sentence:
+        return goal.sentence
     tool = goal.tool
     slots = _canonical_slots(goal, entities)
     phrasings = list(tool.meta.get("phrasings") or [])
@@ -246,7 +257,10 @@ def persona_of(spec: DomainSpec, root: EntityRef | None) -> str:
 
 _VERB_PAST = {"pay": "paid", "set": "set", "put": "put", "send": "sent", "make": "made", "buy": "bought",
               "sell": "sold", "hold": "held", "give": "given", "take": "taken", "write": "written", "run": "run",
-              "freeze": "frozen", "unfreeze": "unfrozen", "shut": "shut", "split": "split", "bid": "bid"}
+              "freeze": "frozen", "unfreeze": "unfrozen", "shut": "shut", "split": "split", "bid": "bid",
+              "transfer": "transferred", "refer": "referred", "prefer": "preferred", "submit": "submitted",
+              "admit": "admitted", "commit": "committed", "permit": "permitted", "control": "controlled",
+              "patrol": "patrolled", "expel": "expelled"}
 _FAMILY_DONE = {"update": ["updated", "changed", "set to", "is now"], "create": ["created", "added", "registered",
                 "booked", "scheduled", "placed", "opened"], "delete": ["deleted", "removed"]}
 

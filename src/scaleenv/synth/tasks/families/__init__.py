@@ -12,21 +12,36 @@ from collections.abc import Mapping
 
 from scaleenv.formats.task import DEFAULT_FAMILY, Task
 from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.families.bulk import BulkBuilder
+from scaleenv.synth.tasks.families.computed import ComputedBuilder
 from scaleenv.synth.tasks.families.conditional import ConditionalBuilder
+from scaleenv.synth.tasks.families.description import DescriptionBuilder
+from scaleenv.synth.tasks.families.long import LongBuilder
 from scaleenv.synth.tasks.families.partial import PartialBuilder
+from scaleenv.synth.tasks.families.programmatic import ProgrammaticBuilder
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder
 from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
+from scaleenv.synth.tasks.tiers import draw_tier
 
 FAMILIES: dict[str, type[TaskBuilder]] = {
     DEFAULT_FAMILY: TaskBuilder,
     RefusalBuilder.family: RefusalBuilder,
     PartialBuilder.family: PartialBuilder,
     ConditionalBuilder.family: ConditionalBuilder,
+    ComputedBuilder.family: ComputedBuilder,
+    DescriptionBuilder.family: DescriptionBuilder,
+    BulkBuilder.family: BulkBuilder,
+    ProgrammaticBuilder.family: ProgrammaticBuilder,
+    LongBuilder.family: LongBuilder,
 }
 """Family name -> its builder."""
 
-DEFAULT_MIX: dict[str, float] = {DEFAULT_FAMILY: 0.55, RefusalBuilder.family: 0.12, PartialBuilder.family: 0.13,
-                                 ConditionalBuilder.family: 0.2}
+DEFAULT_MIX: dict[str, float] = {
+    DEFAULT_FAMILY: 0.25,
+    RefusalBuilder.family: 0.08, PartialBuilder.family: 0.08, ConditionalBuilder.family: 0.1,  # policy decisions
+    ComputedBuilder.family: 0.1, DescriptionBuilder.family: 0.07, BulkBuilder.family: 0.08,  # computed choices
+    ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.18,
+}
 """The default build's share of attempts per family (renormalised over the families a domain hosts)."""
 
 
@@ -44,4 +59,6 @@ def generate_task(ctx: DomainContext, seed: int, attempt: int, config: ChainConf
     config = config or ChainConfig()
     rng = random.Random(f"family:{seed}:{ctx.spec.name}:{attempt}")
     family = pick_family(ctx, rng, config.family_mix if config.family_mix is not None else DEFAULT_MIX)
-    return FAMILIES[family](ctx, seed, attempt, config).run()
+    builder = FAMILIES[family](ctx, seed, attempt, config)
+    builder.tier = draw_tier(rng, config.tier_mix, builder.tiers)  # the tier drives the family's knobs
+    return builder.run()

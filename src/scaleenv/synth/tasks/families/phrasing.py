@@ -1,0 +1,131 @@
+"""Goal sentences for a target the user names by a description (``my cheapest pending invoice``)
+instead of by its facts: the tool's phrasings with the target's slot (and the noun before it)
+replaced by the description, else a plain sentence per tool family."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from scaleenv.env.language import article, polish, spoken
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.synth.tasks.instruction import (
+    EntityRef,
+    Goal,
+    _attribute,
+    _canonical_slots,
+    _fill,
+    _nouns,
+    human,
+)
+
+_DETERMINERS = {"my", "the", "our", "your", "this", "that", "a", "an"}
+_PREPOSITIONS = {"for", "on", "to", "towards", "of", "with", "in", "from", "at", "about", "into"}
+_MARK = "\x01"
+
+
+def _slot_names(goal: Goal, target: EntityRef) -> set[str]:
+    names = {p for p, r in goal.refs.items() if r is target}
+    return names | {target.singular, f"{target.singular}_id"}
+
+
+def _cut_noun(before: str, target: EntityRef, spec: DomainSpec) -> str:
+    """``before`` without the determiner and noun that precede the slot ("cancel my visit " ->
+    "cancel ", "confirm pickup request " -> "confirm "), when they name the target's kind (the
+    description says it again)."""
+    nouns = _nouns(target, spec) - {"my", "the", "our"}
+    cut = before
+    for _ in range(3):  # a noun of the target's kind, one word at a time ("pickup request")
+        words = list(re.finditer(r"[A-Za-z]+", cut))
+        if not words or cut[words[-1].end():].strip() or words[-1].group(0).lower() not in nouns:
+            break
+        cut = cut[: words[-1].start()]
+    words = list(re.finditer(r"[A-Za-z]+", cut))
+    if cut != before and len(words) > 1 and not cut[words[-1].end():].strip() \
+            and words[-2].group(0).lower() in _DETERMINERS:  # "reject the lowball offer": the description says which
+        cut = cut[: words[-2].start()]
+        words = words[:-2]
+    elif cut == before and len(words) > 1 and not cut[words[-1].end():].strip():
+        prev = words[-2].group(0).lower()
+        if prev in _DETERMINERS or prev in _PREPOSITIONS:  # "my visit", "towards bill": another word for it
+            cut = cut[: words[-1].start()]
+            words = words[:-1]
+    if words and not cut[words[-1].end():].strip() and words[-1].group(0).lower() in _DETERMINERS:
+        cut = cut[: words[-1].start()]
+    return cut
+
+
+def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],
+                  spec: DomainSpec, me: EntityRef | None, later: str = "it") -> str | None:
+    """``template`` with the target's slots said as ``subject`` (``later`` after the first), the other
+    slots filled as usual; None when a slot has no value."""
+    names = _slot_names(goal, target)
+    out, pos, n = [], 0, 0
+    for m in re.finditer(r"\{(\w+)\}", template):
+        if m.group(1) not in names:
+            continue
+        out.append(_cut_noun(template[pos : m.start()], target, spec) if n == 0 else template[pos : m.start()])
+        out.append(_MARK if n == 0 else later)
+        pos, n = m.end(), n + 1
+    if n == 0:
+        return None  # the phrasing does not name the target
+    out.append(template[pos:])
+    slots = {k: v for k, v in _canonical_slots(goal, entities).items() if k not in names}
+    text = _fill("".join(out), slots, spec, me)
+    if text is None:
+        return None
+    start = text.index(_MARK)
+    lead = text[:start].strip()
+    said = subject[0].upper() + subject[1:] if not lead or lead[-1] in ".!?" else subject
+    return polish(text.replace(_MARK, said))
+
+
+def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
+    """The goal without a phrasing: one sentence per tool family, every literal argument stated."""
+    tool = goal.tool
+    fam = tool.meta.get("family")
+    literal = {k: v for k, v in goal.args.items() if k not in goal.refs}
+    details = ", ".join(f"{human(k)}: {spoken(v)}" for k, v in literal.items())
+    if fam == "update" and literal:
+        col = human(tool.meta.get("column", next(iter(literal))))
+        new = spoken(literal.get(tool.meta.get("column", ""), next(iter(literal.values()))))
+        return polish(rng.choice([f"Please change the {col} of {subject} to {new}.",
+                                  f"I need the {col} on {subject} updated to {new}."]))
+    if fam == "create":
+        ent = human(tool.meta.get("entity_singular") or tool.name.split("_", 1)[-1])
+        extra = f" ({details})" if details else ""
+        return polish(f"I'd like to add {article('new ' + ent)}{extra} for {subject}.")
+    if fam == "delete":
+        return polish(f"Please delete {subject}.")
+    if fam == "transition":
+        verb = human(str(tool.meta.get("verb") or tool.name.split("_")[0]))
+        to = human(str(tool.meta.get("to") or ""))
+        tail = f" so that it is {to}" if to and to not in verb else ""
+        return polish(f"Please {verb} {subject}{tail}" + (f" ({details})." if details else "."))
+    desc = tool.description.rstrip(".")
+    noun = human(str(tool.meta.get("entity_singular") or ""))
+    nouns = [n for n in {noun, *(human(r.singular) for r in goal.refs.values())} if n]
+    for n in sorted(nouns, key=len, reverse=True):  # "Void an unpaid invoice": "Void every unpaid invoice of mine"
+        m = re.search(r"\b(?:a|an|the|one)\s+(?:[\w-]+\s+){0,2}?" + re.escape(n) + r"\b", desc, re.IGNORECASE)
+        if m:
+            text = desc[: m.start()] + subject + desc[m.end():]
+            return polish(text + (f" ({details})." if details else "."))
+    return polish(f"{desc} for {subject}" + (f" ({details})." if details else "."))
+
+
+def selection_sentence(goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],
+                       spec: DomainSpec, me: EntityRef | None, rng: random.Random, later: str = "it") -> str:
+    """The goal said with ``subject`` for its target: a phrasing of the tool that names the target,
+    else :func:`plain_sentence`."""
+    phrasings = list(goal.tool.meta.get("phrasings") or [])
+    if phrasings:
+        start = rng.randrange(len(phrasings))
+        for i in range(len(phrasings)):
+            text = fill_phrasing(phrasings[(start + i) % len(phrasings)], goal, target, subject, entities, spec,
+                                 me, later)
+            if text is not None:
+                return text
+    if goal.answer:
+        attr = _attribute(goal, target)
+        return polish(rng.choice([f"Can you tell me the {attr} of {subject}?", f"I'd like to know the {attr} of {subject}."]))
+    return plain_sentence(goal, subject, rng)

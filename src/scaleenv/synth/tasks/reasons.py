@@ -1,0 +1,65 @@
+"""Why a task attempt was rejected: one typed value per reason (counted in ``tasks_report.json``
+and written to ``attempts.jsonl`` as its string)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    """A rejection reason of Phase 2 (both back ends); the value is the string the reports count."""
+
+    # the initial state: rows the chain acts on, look-alikes
+    MISSING_ROW = "missing_row"
+    CLONE_CONFLICT = "clone_conflict"
+    CLONE_BREAKS_PRECONDITIONS = "clone_breaks_preconditions"
+    INCOHERENT_WORLD = "incoherent_world"
+    DISTRACTOR_INTERFERENCE = "distractor_interference"
+    # goals and the seed chain
+    NO_GOAL_TOOLS = "no_goal_tools"
+    NO_SATISFYING_ARGS = "no_satisfying_args"
+    UNSTATED_ARGUMENT = "unstated_argument"
+    EXEMPT_INPUT = "exempt_input"
+    RESOLUTION_FAILED = "resolution_failed"
+    GOAL_FAILED = "goal_failed"
+    NOOP_SUBGOAL = "noop_subgoal"
+    UNOBSERVABLE_SUBGOAL = "unobservable_subgoal"
+    CHAIN_TOO_SHORT = "chain_too_short"
+    CHAIN_TOO_LONG = "chain_too_long"
+    # verification and expansion
+    NO_EFFECT = "no_effect"
+    VERIFICATION_FAILED = "verification_failed"
+    EXPANSION_CHANGED_GOLD = "expansion_changed_gold"
+    # the families that single records out by a criterion (computed, description, bulk, programmatic, long)
+    NO_SELECTION = "no_selection"
+    """No criterion singles the target out among the user's own records (or the lister does not show it)."""
+    SELECTION_NOT_UNIQUE = "selection_not_unique"
+    """The world as built (after mending) does not single the target out by the criterion any more."""
+    BULK_TARGET_FAILED = "bulk_target_failed"
+    """The goal does not apply to (or change) every record the condition covers."""
+    PROGRAM_MISMATCH = "program_mismatch"
+    """The query program's result differs from what the gold chain does or finds."""
+    HORIZON_TOO_SHORT = "horizon_too_short"
+    """A long-horizon attempt ended with fewer calls than the family asks for."""
+    # the integrity gates (``gate_`` + the failing gate)
+    GATE_GOLD_NOT_1 = "gate_gold_not_1"
+    GATE_NOOP_NOT_0 = "gate_noop_not_0"
+    GATE_PARROT_NOT_0 = "gate_parrot_not_0"
+    GATE_SPRAY_NOT_0 = "gate_spray_not_0"
+    GATE_RANDOM_NOT_0 = "gate_random_not_0"
+    GATE_HACK_NOT_0 = "gate_hack_not_0"
+    GATE_READ_DUMP_NOT_0 = "gate_read_dump_not_0"
+    GATE_SWAP_NOT_0 = "gate_swap_not_0"
+    # build-level and LLM back end
+    DUPLICATE = "duplicate"
+    LLM_OUTPUT = "llm_output"
+    SYNTHESIS_ERROR = "synthesis_error"
+    CHAIN_UNUSABLE = "chain_unusable"
+    STATE_UNUSABLE = "state_unusable"
+    STATE_NOT_EXECUTABLE = "state_not_executable"
+    INSTRUCTION_UNGROUNDED = "instruction_ungrounded"
+
+    @classmethod
+    def gate(cls, failure: str) -> Reason:
+        """The reason for a failed gate (``failure`` as ``GateResult.failures`` names it: ``noop_not_0``)."""
+        return cls("gate_" + failure)
