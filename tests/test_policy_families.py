@@ -332,7 +332,7 @@ def test_the_user_declines_a_confirmation_of_the_wrong_value_and_accepts_the_rig
 
     from scaleenv.env.users import UserContext
 
-    task = next(t for t in _family("pet_care", "direct", 8)
+    task = next(t for t in _family("pet_care", "direct", 8) + _family("pet_care", "conditional", 8)
                 if any(isinstance(v, int | float) and not isinstance(v, bool) and not k.endswith(" id")
                        for k, v in t.user_profile.known.items() if k not in t.user_profile.withheld))
     fact, value = next((k, v) for k, v in task.user_profile.known.items()

@@ -631,10 +631,10 @@ class TaskBuilder:
                 assert tool is not None
                 args = resolve_args(call, outputs, i)
                 if tool.kind == "write" and broken_rules(world, self.spec, tool, args):
-                    raise TaskRejected("breaks_policy", call.tool)
+                    raise TaskRejected(Reason.BREAKS_POLICY, call.tool)
                 outputs.append(run_tool(world, tool, args))
         except (ToolError, ChainError) as e:
-            raise TaskRejected("verification_failed", str(e)) from None
+            raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
         finally:
             world.close()
 

@@ -50,6 +50,7 @@ class Reason(StrEnum):
     GATE_HACK_NOT_0 = "gate_hack_not_0"
     GATE_READ_DUMP_NOT_0 = "gate_read_dump_not_0"
     GATE_SWAP_NOT_0 = "gate_swap_not_0"
+    GATE_NAIVE_NOT_0 = "gate_naive_not_0"
     # build-level and LLM back end
     DUPLICATE = "duplicate"
     LLM_OUTPUT = "llm_output"
@@ -58,6 +59,18 @@ class Reason(StrEnum):
     STATE_UNUSABLE = "state_unusable"
     STATE_NOT_EXECUTABLE = "state_not_executable"
     INSTRUCTION_UNGROUNDED = "instruction_ungrounded"
+
+    # the policy families (refusal, partial, conditional)
+    BREAKS_POLICY = "breaks_policy"
+    INSTRUCTION_SHAPE = "instruction_shape"
+    NO_ALLOWED_GOAL = "no_allowed_goal"
+    NO_ALTERNATIVE_BRANCH = "no_alternative_branch"
+    NO_CONDITION_COLUMN = "no_condition_column"
+    NO_POLICY_VIOLATION = "no_policy_violation"
+    POLICY_NOT_BROKEN = "policy_not_broken"
+    REFUSED_CALL_FAILS = "refused_call_fails"
+    RULE_UNVERIFIABLE = "rule_unverifiable"
+    TWO_REFUSALS = "two_refusals"
 
     @classmethod
     def gate(cls, failure: str) -> Reason:

@@ -17,6 +17,7 @@ from scaleenv.formats.task import Objective
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.generate import LEVELS, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human, is_person
+from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, exempt_columns
 from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.policy import broken_rules
@@ -79,7 +80,7 @@ class ConditionalBuilder(TaskBuilder):
                 and isinstance(row.get(c.name), int | float) and not isinstance(row.get(c.name), bool)
                 and row[c.name] >= 2]
         if not cols:
-            raise TaskRejected("no_condition_column", table)
+            raise TaskRejected(Reason.NO_CONDITION_COLUMN, table)
         col = cols[self.rng.randrange(len(cols))]
         x = float(row[col.name])
         holds = self.rng.random() < 0.5
@@ -88,7 +89,7 @@ class ConditionalBuilder(TaskBuilder):
         if col.max is not None and t > col.max:
             holds, t = True, _nice(x * self.rng.uniform(0.55, 0.9), col.type == "integer")
         if (x >= t) != holds or t < 2 or t == x:  # "at least 1" of a count would hold for any record
-            raise TaskRejected("no_condition_column", table)
+            raise TaskRejected(Reason.NO_CONDITION_COLUMN, table)
         self.test = (col.name, t, holds)
         return f"{{the}} {human(col.name)}{{of}} is at least {spoken(int(t) if float(t).is_integer() else t)}", holds
 
@@ -124,7 +125,7 @@ class ConditionalBuilder(TaskBuilder):
             scratch.restore(snap)
             if changed and changed != effect:
                 return tool, alt
-        raise TaskRejected("no_alternative_branch", primary.name)
+        raise TaskRejected(Reason.NO_ALTERNATIVE_BRANCH, primary.name)
 
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         ctx, rng = self.ctx, self.rng
@@ -133,21 +134,21 @@ class ConditionalBuilder(TaskBuilder):
         density = rng.randint(d_lo, d_hi)
         primary = self.pick_goal_tool(ctx.goal_tools)
         if primary is None:
-            raise TaskRejected("no_goal_tools")
+            raise TaskRejected(Reason.NO_GOAL_TOOLS)
         focus = ctx.focus(primary)
         assert focus is not None
         args = ArgSampler(self.world, rng).satisfying_args(primary)
         if args is None:
-            raise TaskRejected("no_satisfying_args", primary.name)
+            raise TaskRejected(Reason.NO_SATISFYING_ARGS, primary.name)
         mapping, clones = self.clone_path(focus[1], args[focus[0]], reserve=density)
         args = {k: mapping.get((ctx.key_params(primary).get(k, ""), v), v) for k, v in args.items()}
         self.add_distractors(clones, density)
         if first_failing_precondition(self.world, primary, bind_params(self.world, primary, args)) is not None:
-            raise TaskRejected("clone_breaks_preconditions", primary.name)
+            raise TaskRejected(Reason.CLONE_BREAKS_PRECONDITIONS, primary.name)
         self.add_children(clones, {v: k for k, v in mapping.items()}, primary, args)
         trimmed = self.trim_args(primary, args)
         if trimmed is None or self.exempt_input(primary, trimmed):
-            raise TaskRejected("unstated_argument", primary.name)
+            raise TaskRejected(Reason.UNSTATED_ARGUMENT, primary.name)
         args = trimmed
         row = self.world.row(focus[1], args[focus[0]])
         assert row is not None
@@ -159,22 +160,22 @@ class ConditionalBuilder(TaskBuilder):
         try:
             run_chain(scratch, self.spec, self.chain)
         except ChainError as e:
-            raise TaskRejected("resolution_failed", str(e)) from None
+            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
         snap = scratch.snapshot()
         try:
             effect = call_effect(self.spec, scratch, snap, primary, args)
         except ToolError as e:
-            raise TaskRejected("goal_failed", f"{primary.name}: {e}") from None
+            raise TaskRejected(Reason.GOAL_FAILED, f"{primary.name}: {e}") from None
         scratch.restore(snap)
         if not effect:
-            raise TaskRejected("noop_subgoal", primary.name)
+            raise TaskRejected(Reason.NOOP_SUBGOAL, primary.name)
         other_tool, other_args = self.alternative(scratch, primary, args, focus, effect)
         branch_a, branch_b = (primary, args), (other_tool, other_args)
         taken, other = (branch_a, branch_b) if holds else (branch_b, branch_a)
         self.add_write_goal(scratch, *taken)
         taken_goal = self.goals[-1]
         if taken_goal.args != taken[1]:
-            raise TaskRejected("noop_subgoal", taken[0].name)
+            raise TaskRejected(Reason.NOOP_SUBGOAL, taken[0].name)
         refs = {k: self.entities[t] for k, v in other[1].items()
                 if (t := ctx.key_params(other[0]).get(k)) in self.entities and self.entities[t].row["id"] == v}
         other_goal = Goal(other[0], other[1], refs)
@@ -184,9 +185,9 @@ class ConditionalBuilder(TaskBuilder):
         self.condition_table = focus[1]
         while len(self.chain) < self.config.min_length:
             if not self.add_more_goal(scratch, read=True, confirm=True):
-                raise TaskRejected("chain_too_short")
+                raise TaskRejected(Reason.CHAIN_TOO_SHORT)
         if len(self.chain) > self.config.max_length:
-            raise TaskRejected("chain_too_long")
+            raise TaskRejected(Reason.CHAIN_TOO_LONG)
         return initial, level, density, withheld
 
     def user_side(self, root: EntityRef | None, withheld: int) -> tuple[str, dict[str, Any]]:
@@ -215,7 +216,7 @@ class ConditionalBuilder(TaskBuilder):
         objs[first] = merged
         head = f"{profile['persona']} {_body(old)}".strip()
         if not instruction.startswith(head):
-            raise TaskRejected("instruction_shape")
+            raise TaskRejected(Reason.INSTRUCTION_SHAPE)
         instruction = f"{profile['persona']} {_body(goals)}".strip() + instruction[len(head):]
         profile = {**profile, "goals": goals, "objectives": [o.model_dump(mode="json") for o in objs]}
         return instruction, profile

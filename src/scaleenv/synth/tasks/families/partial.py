@@ -7,6 +7,7 @@ from __future__ import annotations
 from scaleenv.formats.domain import ToolSpec
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder
 from scaleenv.synth.tasks.generate import TaskRejected
+from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.tools.policy import broken_rules
 from scaleenv.world.world import World
 
@@ -42,7 +43,7 @@ class PartialBuilder(RefusalBuilder):
                 continue
             added += 1
         if not added:
-            raise TaskRejected("no_allowed_goal")
+            raise TaskRejected(Reason.NO_ALLOWED_GOAL)
 
 
 __all__ = ["PartialBuilder"]

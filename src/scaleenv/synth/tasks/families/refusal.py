@@ -15,6 +15,7 @@ from scaleenv.formats.task import REFUSAL_FACT, Call, Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.generate import LEVELS, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, Goal
+from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.runtime import bind_params, first_failing_precondition
@@ -60,7 +61,7 @@ class RefusalBuilder(TaskBuilder):
                 args = sampler.satisfying_args(tool, attempts=2)
                 if args is not None and rule in broken_rules(self.world, self.spec, tool, args):
                     return rule, tool, args
-        raise TaskRejected("no_policy_violation")
+        raise TaskRejected(Reason.NO_POLICY_VIOLATION)
 
     def refuse(self, tool: ToolSpec, args: dict[str, Any], rule: PolicyRule) -> None:
         """The refused request: a goal the user states, a forbidden call, and the rule's reason as an
@@ -81,7 +82,7 @@ class RefusalBuilder(TaskBuilder):
         assert self.spec.policy is not None
         rivals = [r.reason for r in self.spec.policy.rules if r.reason and r.reason != rule.reason]
         if any(f.get("name") == REFUSAL_FACT for f in self.answer_facts):
-            raise TaskRejected("two_refusals")
+            raise TaskRejected(Reason.TWO_REFUSALS)
         self.answer_facts.append({"name": REFUSAL_FACT, "value": rule.reason, "rivals": rivals})
 
     def target(self, tool: ToolSpec, args: dict[str, Any], density: int) -> dict[str, Any]:
@@ -93,13 +94,13 @@ class RefusalBuilder(TaskBuilder):
         args = {k: mapping.get((ctx.key_params(tool).get(k, ""), v), v) for k, v in args.items()}
         self.add_distractors(clones, density)
         if first_failing_precondition(self.world, tool, bind_params(self.world, tool, args)) is not None:
-            raise TaskRejected("clone_breaks_preconditions", tool.name)
+            raise TaskRejected(Reason.CLONE_BREAKS_PRECONDITIONS, tool.name)
         self.add_children(clones, {v: k for k, v in mapping.items()}, tool, args)
         trimmed = self.trim_args(tool, args)
         if trimmed is None:
-            raise TaskRejected("unstated_argument", tool.name)
+            raise TaskRejected(Reason.UNSTATED_ARGUMENT, tool.name)
         if self.exempt_input(tool, trimmed):
-            raise TaskRejected("exempt_input", tool.name)
+            raise TaskRejected(Reason.EXEMPT_INPUT, tool.name)
         self.resolve_entities(clones)
         self.add_lookalikes()
         return trimmed
@@ -112,7 +113,7 @@ class RefusalBuilder(TaskBuilder):
         try:
             read = analyze_sql(self.world.conn, rule.forbid).tables_read
         except sqlite3.Error:
-            raise TaskRejected("rule_unverifiable", rule.name) from None
+            raise TaskRejected(Reason.RULE_UNVERIFIABLE, rule.name) from None
         table = self.spec.table(focus[1])
         row = self.world.row(focus[1], args[focus[0]])
         assert table is not None and row is not None
@@ -120,7 +121,7 @@ class RefusalBuilder(TaskBuilder):
             fk = next((c.name for c in table.columns if c.foreign_key and c.foreign_key.split(".")[0] == other), None)
             getter = self.ctx.tool_by_family("get", other)
             if fk is None or row.get(fk) is None or getter is None or not getter.parameters:
-                raise TaskRejected("rule_unverifiable", f"{rule.name}: {other}")
+                raise TaskRejected(Reason.RULE_UNVERIFIABLE, f"{rule.name}: {other}")
             ref = self.refs.get(focus[1])
             value: Any = {**ref, "field": fk} if isinstance(ref, dict) else row[fk]
             self.call_read(getter, {getter.parameters[0].name: value}, f"check the rule {rule.name}")
@@ -128,9 +129,9 @@ class RefusalBuilder(TaskBuilder):
     def still_broken(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any], world: World) -> None:
         """The request must break the rule on the task's world too (clones shift dates)."""
         if rule not in broken_rules(world, self.spec, tool, args):
-            raise TaskRejected("policy_not_broken", rule.name)
+            raise TaskRejected(Reason.POLICY_NOT_BROKEN, rule.name)
         if first_failing_precondition(world, tool, bind_params(world, tool, args)) is not None:
-            raise TaskRejected("refused_call_fails", tool.name)
+            raise TaskRejected(Reason.REFUSED_CALL_FAILS, tool.name)
 
     # --- the chain -----------------------------------------------------------------------
     def pick_level(self) -> str:
@@ -152,16 +153,16 @@ class RefusalBuilder(TaskBuilder):
         try:
             run_chain(scratch, self.spec, self.chain)
         except ChainError as e:
-            raise TaskRejected("resolution_failed", str(e)) from None
+            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
         self.still_broken(rule, tool, args, scratch)
         self.allowed_goals(scratch, level, tool)
         self.still_broken(rule, tool, args, scratch)  # whatever order the allowed changes are made in
         self.refuse(tool, args, rule)
         while len(self.chain) < self.config.min_length:
             if not self.add_more_goal(scratch, read=True, confirm=True):
-                raise TaskRejected("chain_too_short")
+                raise TaskRejected(Reason.CHAIN_TOO_SHORT)
         if len(self.chain) > self.config.max_length:
-            raise TaskRejected("chain_too_long")
+            raise TaskRejected(Reason.CHAIN_TOO_LONG)
         return initial, level, density, withheld
 
     def make_task(self, *args: Any, **kwargs: Any) -> Task:
