@@ -44,7 +44,7 @@ from scaleenv.formats.domain import Invariant
 from scaleenv.formats.jsonvalue import JSONValue
 from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity
 from scaleenv.synth.procedural.invariants import blueprint_invariants
-from scaleenv.tools.values import email_for_name, fresh_value, text_for_column
+from scaleenv.tools.values import email_for_name, email_key, fresh_value, text_for_column
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import violation_query
 from scaleenv.world.world import _to_sql
@@ -125,6 +125,8 @@ class SeedGenerator:
                 for c in ent.columns:
                     if c.unique:
                         seen[c.name].add(row[c.name])
+                        if email_key(row[c.name]):  # namesakes' addresses differ in more than word order
+                            seen[c.name].add(("@", email_key(row[c.name])))
                 rows.append(row)
             out[ent.name] = rows
         self.apply_derived(out)
@@ -180,11 +182,18 @@ class SeedGenerator:
 
     def unique_value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any], v: JSONValue,
                      seen: set[object]) -> JSONValue:
+        def free(x: JSONValue) -> bool:
+            return x not in seen and ("@", email_key(x)) not in seen
+
         for _ in range(20):
-            if v not in seen:
+            if free(v):
                 return v
             v = self.value(ent, c, row)
-        return fresh_value(c.name, v, self.rng, seen, row=row, fake=self.fake, lo=c.min, hi=c.max)
+        for _ in range(20):
+            v = fresh_value(c.name, v, self.rng, seen, row=row, fake=self.fake, lo=c.min, hi=c.max)
+            if free(v):
+                break
+        return v
 
     def place(self, c: BlueprintColumn, v: JSONValue, *, future: bool) -> str:
         """Move a date to the side of the clock its row's state demands (keeping its time of day)."""
@@ -216,9 +225,9 @@ class SeedGenerator:
             return None
         lc = ent.lifecycle
         if lc and c.name == lc.column:
-            weights = [3 if s == lc.initial else 1 for s in lc.states]
+            weights = [lc.weights.get(s, 3 if s == lc.initial else 1) for s in lc.states]
             return rng.choices(lc.states, weights)[0]
-        if c.auto:
+        if c.auto and c.gen is None:  # a generator, where given, draws the seed rows' values
             return self.clock.isoformat() if c.auto == "now" else self.clock.date().isoformat()
         if c.gen is None:
             return self.default(c)

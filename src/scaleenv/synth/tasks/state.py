@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from scaleenv.formats.domain import Table
-from scaleenv.tools.values import fresh_value
+from scaleenv.tools.values import email_key, fresh_value
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import clock_params, violation_query
@@ -32,6 +32,25 @@ def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
 
 _BIRTH = re.compile(r"birth|born|dob")
 _CONTACT = re.compile(r"email|phone|mobile|tel")
+# values that identify one person or object by nature, unique or not in the schema: two look-alikes never share one
+IDENTIFYING = re.compile(r"(^|_)(passport|passport_number|licen[cs]e_number|licen[cs]e|driver_licen[cs]e|plate|"
+                         r"licen[cs]e_plate|vin|isbn|barcode|serial|serial_number|tracking_number|tag_number|"
+                         r"card_number|account_number|policy_number|permit_number|ssn|national_id|tax_id|iban|"
+                         r"membership_number|member_number|badge_number|imei|mac_address|registration_number)$")
+
+
+def _fresh(column: str, like: Any, rng: random.Random, taken: set[Any], row: dict[str, Any],
+           lo: float | None = None, hi: float | None = None) -> Any:
+    """A fresh value for ``column``; an e-mail also differs from ``like`` in more than word order."""
+    key = email_key(like)
+    tried: set[Any] = set()
+    v = like
+    for _ in range(12):
+        v = fresh_value(column, like, rng, taken | tried, row=row, lo=lo, hi=hi)
+        if key is None or email_key(v) != key:
+            return v
+        tried.add(v)
+    return v
 
 
 def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
@@ -42,7 +61,7 @@ def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: s
         if c.unique and c.name != table.primary_key and isinstance(out.get(c.name), str | int) \
                 and not isinstance(out.get(c.name), bool):
             taken.add(out[c.name])  # the original's value: a later look-alike of this clone avoids it too
-            out[c.name] = fresh_value(c.name, out[c.name], rng, taken, row=out, lo=c.min, hi=c.max)
+            out[c.name] = _fresh(c.name, out[c.name], rng, taken, out, lo=c.min, hi=c.max)
             taken.add(out[c.name])
     return out
 
@@ -50,7 +69,8 @@ def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: s
 def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any], *,
                clock: str = "2026-06-15T09:00:00") -> dict[str, Any]:
     """A complete entity confusable with ``row``: the same names, titles, places, states and parents,
-    but its own e-mail and phone, a birth date years earlier, its own unique codes, and its other
+    but its own e-mail (not the same words reordered) and phone, its own passport, licence, plate or
+    other identifying number, a birth date years earlier, its own unique codes, and its other
     dates moved together by a week or two (their order, and their side of the world's ``clock``,
     unchanged), so the look-alike obeys the same rules as the original."""
     out = fresh_unique(table, row, rng, taken)
@@ -73,8 +93,10 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
             break
     for c in table.columns:
         v = out.get(c.name)
-        if c.type == "text" and isinstance(v, str) and v and _CONTACT.search(c.name) and not c.unique:
-            out[c.name] = fresh_value(c.name, v, rng, taken, row=out)
+        if c.type == "text" and isinstance(v, str) and v and not c.unique and not c.foreign_key \
+                and (_CONTACT.search(c.name) or IDENTIFYING.search(c.name)):
+            taken.add(v)
+            out[c.name] = _fresh(c.name, v, rng, taken, out)
             taken.add(out[c.name])
     return out
 
