@@ -106,7 +106,7 @@ class SeedGenerator:
             checks = [(inv, self._row_check(inv)) for inv in self.invariants
                       if inv.table == ent.name and inv.kind in ("row", "unique")]
             rows = []
-            seen: dict[str, set[object]] = {c.name: set() for c in ent.columns if c.unique}
+            seen: dict[str, set[object]] = {c.name: set() for c in ent.columns if _distinct(c)}
             states = list(ent.lifecycle.states) if ent.lifecycle else []
             for i, rid in enumerate(ids):
                 # the first rows cover every lifecycle state, so each transition has a row to act on
@@ -123,7 +123,7 @@ class SeedGenerator:
                     raise SpecError([(f"entities.{ent.name}", f"no seed row satisfies {bad[0].name} "
                                                               f"({bad[0].description}) after {_ATTEMPTS} draws")])
                 for c in ent.columns:
-                    if c.unique:
+                    if _distinct(c):
                         seen[c.name].add(row[c.name])
                         if email_key(row[c.name]):  # namesakes' addresses differ in more than word order
                             seen[c.name].add(("@", email_key(row[c.name])))
@@ -175,7 +175,7 @@ class SeedGenerator:
                     v = self.place(c, v, future=True)
                 elif state in lc.past_in.get(c.name, ()):
                     v = self.place(c, v, future=False)
-            if c.unique and v is not None:
+            if _distinct(c) and v is not None:
                 v = self.unique_value(ent, c, row, v, seen[c.name])
             row[c.name] = v
         return {"id": rid, **{c.name: row[c.name] for c in ent.columns}}
@@ -337,6 +337,12 @@ class SeedGenerator:
             person = row.get(arg)
             return (email_for_name(str(person), rng) if person else None) or self.fake.email()
         raise SpecError([(f"columns.{c.name}.gen", f"unknown generator kind {kind!r}")])
+
+
+def _distinct(c: BlueprintColumn) -> bool:
+    """Whether no two seed rows share the column's value: a unique column, or a person's own e-mail
+    address (two namesakes never share an address, nor its words reordered)."""
+    return c.unique or (c.name == "email" and c.type == "text")
 
 
 def _used(sql: str, params: dict[str, str]) -> dict[str, str]:

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from scaleenv.formats.domain import Table
-from scaleenv.tools.values import email_key, fresh_value
+from scaleenv.tools.values import EMAIL_DOMAINS, email_key, fresh_value
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import clock_params, violation_query
@@ -49,7 +49,8 @@ def _fresh(column: str, like: Any, rng: random.Random, taken: set[Any], row: dic
         v = fresh_value(column, like, rng, taken | tried, row=row, lo=lo, hi=hi)
         if key is None or email_key(v) != key:
             return v
-        tried.add(v)
+        local = str(v).split("@", 1)[0]
+        tried.update(f"{local}@{d}" for d in EMAIL_DOMAINS)  # this spelling on any domain says the same
     return v
 
 
