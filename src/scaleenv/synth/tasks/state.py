@@ -166,6 +166,10 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
         if not allowed or v in allowed:
             return 0
         new = allowed[rng.randrange(len(allowed))]
+    elif kind == "parent":
+        new = _obeying_parent(world, tbl, inv, row, col, str(fix.get("table")), rng)
+        if new is None:
+            return 0
     elif kind == "fresh":
         others = [c for c in inv.columns if c != col]
         cond = " AND ".join(f"{quote_ident(c)} IS ?" for c in others) or "1"
@@ -178,3 +182,26 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
         return 0
     row[col] = new
     return 1
+
+
+def _obeying_parent(world: World, tbl: Table, inv: Any, row: dict[str, Any], col: str, parent: str,
+                    rng: random.Random) -> Any:
+    """Another row of ``parent`` for ``row[col]`` under which ``row`` obeys ``inv`` (None if none of
+    up to 40 tried does). Called inside ``mend_rows``' savepoint, so the trial inserts are undone."""
+    ptbl = world.spec.table(parent)
+    if ptbl is None:
+        return None
+    conn, pk = world.conn, tbl.primary_key
+    ids = [r[0] for r in conn.execute(f"SELECT {quote_ident(ptbl.primary_key)} FROM {quote_ident(parent)} "
+                                      f"ORDER BY 1")]
+    rng.shuffle(ids)
+    sql = violation_query(inv, pk, key=True)
+    params = {k: v for k, v in clock_params(world.spec).items() if f":{k}" in sql}
+    for cand in ids[:40]:
+        if cand == row.get(col) or not _insert(conn, tbl, {**row, col: cand}):
+            continue
+        bad = conn.execute(sql, {**params, "_key": row.get(pk)}).fetchone()
+        conn.execute(f"DELETE FROM {quote_ident(tbl.name)} WHERE {quote_ident(pk)} = ?", (row.get(pk),))
+        if not bad:
+            return cand
+    return None
