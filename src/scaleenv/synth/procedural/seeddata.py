@@ -11,13 +11,15 @@ Value generators (``gen`` in a blueprint column):
   {copy: col}                         the same value as another column
   {bool: p}                           True with probability p
   {pattern: "SKU-####-??"}            # -> digit, ? -> upper-case letter
-  {template: "{last_name} Farm"}      Faker providers substituted in braces
+  {template: "{last_name} Farm"}      Faker providers (or the row's columns: "{full_name:first}") in braces
   {words: n}                          n lorem words
   {json: {...}}                       a fixed JSON document
   {by: [col, {value: [a, b], ...}]}   a choice that depends on another column (breed by species)
+  {case: [col, {value: gen, ...}]}    another generator per value of a column, NULL for values not listed
   {price: [lo, hi]}                   a price-list amount: whole dollars or .50/.95/.99
   {email_from: col}                   an e-mail address spelled from a person's name in ``col``
   {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
+                                      (a number ``col``, a year: lo..hi more)
 Columns without ``gen`` get a default by type, enum or lifecycle state; free text gets a sentence
 of the column's kind (notes, titles, addresses...), never a placeholder. A ``gen: email`` column in
 a row that has a person's name follows that name.
@@ -253,6 +255,15 @@ class SeedGenerator:
             return {}
         return text_for_column(c.name, self.fake, rng, self.vocabulary)
 
+    def _slot(self, name: str, part: str | None, row: dict[str, Any]) -> str:
+        """A template slot: a column of the row drawn so far (``{display_name:first}``: its first
+        word), else a Faker provider."""
+        value = str(row[name]) if name in row and row[name] is not None else str(getattr(self.fake, name)())
+        words = [w for w in value.split() if w.rstrip(".").lower() not in ("mr", "mrs", "ms", "dr", "miss")]
+        if part and words:
+            return words[0] if part == "first" else words[-1]
+        return value
+
     def generate(self, c: BlueprintColumn, gen: object, row: dict[str, Any]) -> JSONValue:
         rng = self.rng
         if isinstance(gen, str):
@@ -309,7 +320,7 @@ class SeedGenerator:
             return "".join(str(rng.randrange(10)) if ch == "#" else chr(65 + rng.randrange(26)) if ch == "?" else ch
                            for ch in arg)
         if kind == "template":
-            return re.sub(r"\{(\w+)\}", lambda m: str(getattr(self.fake, m.group(1))()), arg)
+            return re.sub(r"\{(\w+)(?::(first|last))?\}", lambda m: self._slot(m.group(1), m.group(2), row), arg)
         if kind == "words":
             return " ".join(self.fake.words(int(arg))).capitalize()
         if kind == "json":
@@ -318,6 +329,10 @@ class SeedGenerator:
             key, table = arg
             options = table.get(str(row.get(key))) or [v for vs in table.values() for v in vs]
             return cast(JSONValue, options[rng.randrange(len(options))])
+        if kind == "case":
+            key, table = arg
+            sub = table.get(str(row.get(key)))
+            return None if sub is None else self.generate(c, sub, row)
         if kind == "price":
             lo, hi = arg
             whole = rng.randint(int(lo), max(int(lo), int(hi) - 1))
@@ -331,6 +346,8 @@ class SeedGenerator:
                                        (row.get(fk),)).fetchone()
             if not got or got[0] is None:
                 return None
+            if isinstance(got[0], int | float):  # a number of the parent (a year): lo..hi more
+                return type(got[0])(got[0] + rng.randint(int(lo), int(hi)))
             d = _parse_date(got[0]) + dt.timedelta(days=rng.randint(int(lo), int(hi)))
             return d.isoformat() if c.type == "date" else f"{d.isoformat()}T{rng.randint(8, 17):02d}:00:00"
         if kind == "email_from":
