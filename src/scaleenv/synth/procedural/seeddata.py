@@ -16,6 +16,7 @@ Value generators (``gen`` in a blueprint column):
   {json: {...}}                       a fixed JSON document
   {by: [col, {value: [a, b], ...}]}   a choice that depends on another column (breed by species)
   {case: [col, {value: gen, ...}]}    another generator per value of a column, NULL for values not listed
+  {parent: [fk, col]}                 the value of ``col`` in the parent row the foreign key ``fk`` names
   {price: [lo, hi]}                   a price-list amount: whole dollars or .50/.95/.99
   {email_from: col}                   an e-mail address spelled from a person's name in ``col``
   {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
@@ -255,6 +256,13 @@ class SeedGenerator:
             return {}
         return text_for_column(c.name, self.fake, rng, self.vocabulary)
 
+    def _parent_value(self, fk: str, col: str, row: dict[str, Any]) -> object:
+        ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
+        parent = next(x.ref for x in ent.columns if x.name == fk)
+        got = self.scratch.execute(f"SELECT {quote_ident(col)} FROM {quote_ident(str(parent))} WHERE id = ?",
+                                   (row.get(fk),)).fetchone()
+        return got[0] if got else None
+
     def _slot(self, name: str, part: str | None, row: dict[str, Any]) -> str:
         """A template slot: a column of the row drawn so far (``{display_name:first}``: its first
         word), else a Faker provider."""
@@ -337,6 +345,9 @@ class SeedGenerator:
             lo, hi = arg
             whole = rng.randint(int(lo), max(int(lo), int(hi) - 1))
             return float(whole) + rng.choice([0.0, 0.0, 0.0, 0.5, 0.95, 0.99])
+        if kind == "parent":  # the value of ``col`` in the parent row that ``fk`` names
+            fk, col = arg
+            return cast(JSONValue, self._parent_value(fk, col, row))
         if kind == "ref_date":
             fk, col, lo, hi = arg
             ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
