@@ -19,6 +19,7 @@ Value generators (``gen`` in a blueprint column):
   {parent: [fk, col]}                 the value of ``col`` in the parent row the foreign key ``fk`` names
   {price: [lo, hi]}                   a price-list amount: whole dollars or .50/.95/.99
   {email_from: col}                   an e-mail address spelled from a person's name in ``col``
+  {username_from: col}                a user name spelled from a person's name in ``col`` ("mdavis")
   {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
                                       (a number ``col``, a year: lo..hi more)
 Columns without ``gen`` get a default by type, enum or lifecycle state; free text gets a sentence
@@ -47,7 +48,7 @@ from scaleenv.formats.domain import Invariant
 from scaleenv.formats.jsonvalue import JSONValue
 from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity
 from scaleenv.synth.procedural.invariants import blueprint_invariants
-from scaleenv.tools.values import email_for_name, email_key, fresh_value, text_for_column
+from scaleenv.tools.values import email_for_name, email_key, email_styles, fresh_value, text_for_column
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import violation_query
 from scaleenv.world.world import _to_sql
@@ -361,6 +362,10 @@ class SeedGenerator:
                 return type(got[0])(got[0] + rng.randint(int(lo), int(hi)))
             d = _parse_date(got[0]) + dt.timedelta(days=rng.randint(int(lo), int(hi)))
             return d.isoformat() if c.type == "date" else f"{d.isoformat()}T{rng.randint(8, 17):02d}:00:00"
+        if kind == "username_from":  # a handle spelled from the person's name: "mdavis", "martha_davis"
+            person = row.get(arg)
+            styles = email_styles(str(person)) if person else []
+            return styles[rng.randrange(min(4, len(styles)))] if styles else self.fake.user_name()
         if kind == "email_from":
             person = row.get(arg)
             return (email_for_name(str(person), rng) if person else None) or self.fake.email()
