@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+import weakref
 from typing import Any
 
 from scaleenv.formats.domain import Table
@@ -102,6 +103,11 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
     return out
 
 
+# the rows each world's task added through ``mend_rows`` (clones, look-alikes, children): a row is never
+# pointed at one of them, since the distractor-free replay of the patch must still load
+_TASK_ROWS: weakref.WeakKeyDictionary[World, set[tuple[str, Any]]] = weakref.WeakKeyDictionary()
+
+
 def mend_rows(world: World, table: str, rows: list[dict[str, Any]], rng: random.Random) -> int:
     """Mend, in place, the rows about to be added to ``table`` so that they obey the domain's
     invariants that say how (``Invariant.fix``): a date moved to the right side of the clock, a
@@ -110,6 +116,8 @@ def mend_rows(world: World, table: str, rows: list[dict[str, Any]], rng: random.
     Returns how many values were changed. Rules without a ``fix`` are only checked, not mended."""
     invs = [i for i in world.spec.invariants if i.table == table and i.kind in ("row", "unique") and i.fix]
     tbl = world.spec.table(table)
+    if tbl is not None:
+        _TASK_ROWS.setdefault(world, set()).update((table, r.get(tbl.primary_key)) for r in rows)
     if not invs or tbl is None or not rows:
         return 0
     conn, pk, changed = world.conn, tbl.primary_key, 0
@@ -187,13 +195,16 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
 def _obeying_parent(world: World, tbl: Table, inv: Any, row: dict[str, Any], col: str, parent: str,
                     rng: random.Random) -> Any:
     """Another row of ``parent`` for ``row[col]`` under which ``row`` obeys ``inv`` (None if none of
-    up to 40 tried does). Called inside ``mend_rows``' savepoint, so the trial inserts are undone."""
+    up to 40 tried does): a row of the base world, never one the task added. Called inside
+    ``mend_rows``' savepoint, so the trial inserts are undone."""
     ptbl = world.spec.table(parent)
     if ptbl is None:
         return None
     conn, pk = world.conn, tbl.primary_key
     ids = [r[0] for r in conn.execute(f"SELECT {quote_ident(ptbl.primary_key)} FROM {quote_ident(parent)} "
                                       f"ORDER BY 1")]
+    added = _TASK_ROWS.get(world, set())
+    ids = [i for i in ids if (parent, i) not in added]
     rng.shuffle(ids)
     sql = violation_query(inv, pk, key=True)
     params = {k: v for k, v in clock_params(world.spec).items() if f":{k}" in sql}
