@@ -40,10 +40,13 @@ def entity_invariants(ent: Entity) -> list[Invariant]:
         out.append(Invariant(name=r.name and f"{t}.{r.name}" or f"{t}.rule_{i + 1}", kind="row", table=t,
                              check=r.check, when=r.when, description=r.description or r.check,
                              fix=_parent_fix(ent, r.check)))
+    refs = {c.name: c.ref for c in ent.columns if c.ref}
     for group in ent.unique_together:
+        # a taken parent is mended by choosing another parent (one invoice per appointment), a value by a fresh one
+        fix = ({"kind": "parent", "column": group[-1], "table": refs[group[-1]]} if group[-1] in refs
+               else {"kind": "fresh", "column": group[-1]})
         out.append(Invariant(name=f"{t}.unique_{'_'.join(group)}", kind="unique", table=t, columns=list(group),
-                             description=f"one {ent.singular} per {', '.join(group)}",
-                             fix={"kind": "fresh", "column": group[-1]}))
+                             description=f"one {ent.singular} per {', '.join(group)}", fix=fix))
     lc = ent.lifecycle
     if lc:
         for col, states in lc.set_in.items():

@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 from scaleenv.formats.domain import Table
-from scaleenv.tools.values import EMAIL_DOMAINS, email_key, fresh_value
+from scaleenv.tools.values import EMAIL_DOMAINS, email_key, email_styles, fresh_value, redraw_shape
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import clock_params, violation_query
@@ -40,9 +40,23 @@ IDENTIFYING = re.compile(r"(^|_)(passport|passport_number|licen[cs]e_number|lice
                          r"membership_number|member_number|badge_number|imei|mac_address|registration_number)$")
 
 
+_USERNAME = re.compile(r"(^|_)(user_?name|handle|login|screen_name)$")
+_PERSON_TABLE_COLS = {"full_name", "first_name", "last_name", "display_name", "holder_name"}
+
+
 def _fresh(column: str, like: Any, rng: random.Random, taken: set[Any], row: dict[str, Any],
            lo: float | None = None, hi: float | None = None) -> Any:
-    """A fresh value for ``column``; an e-mail also differs from ``like`` in more than word order."""
+    """A fresh value for ``column``; an e-mail also differs from ``like`` in more than word order, a
+    user name is another spelling of the person's name (never a full name), and the ``name`` of a
+    place or an organisation keeps its kind ("Springfield Branch Library", not "Robin Walsh")."""
+    if isinstance(like, str) and _USERNAME.search(column):
+        person = next((row[c] for c in ("full_name", "display_name", "holder_name") if isinstance(row.get(c), str)), None)
+        styles = [x for x in (email_styles(person) if person else []) if x not in taken and x != like]
+        if styles:
+            return styles[rng.randrange(len(styles))]
+        return redraw_shape(like, rng) if any(ch.isdigit() for ch in like) else like + rng.choice("abcdefghjkmnpqrstuvwxyz")
+    if column == "name" and isinstance(like, str) and len(like.split()) >= 2 and not set(row) & _PERSON_TABLE_COLS:
+        column = "label"  # another leading part, the same kind of ending ("<town> FC", "<name> Pharmacy")
     key = email_key(like)
     tried: set[Any] = set()
     v = like
