@@ -43,6 +43,9 @@ def column_phrase(column: str) -> str:
 
 
 _ENUM_WORDS = re.compile(r"^[a-z]+(_[a-z]+)+$")
+# codes only staff or systems see: never how a customer names a record while anything else tells it apart
+INTERNAL_CODE = re.compile(r"(^|_)(pos_code|sku|catalog_number|imdb_id|serial|serial_number|barcode|imei|"
+                           r"ticket_number|internal_code|batch)$")
 
 
 def say(v: Any) -> str:
