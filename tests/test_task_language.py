@@ -5,7 +5,6 @@ speaker."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
