@@ -364,7 +364,7 @@ class SeedGenerator:
             return d.isoformat() if c.type == "date" else f"{d.isoformat()}T{rng.randint(8, 17):02d}:00:00"
         if kind == "username_from":  # a handle spelled from the person's name: "mdavis", "martha_davis"
             person = row.get(arg)
-            styles = email_styles(str(person)) if person else []
+            styles = [x for x in (email_styles(str(person)) if person else []) if "_" not in x]
             return styles[rng.randrange(min(4, len(styles)))] if styles else self.fake.user_name()
         if kind == "email_from":
             person = row.get(arg)

@@ -461,7 +461,8 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
 
 
 _IDENTIFIER = re.compile(r"(?<![\w@/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w@/-])")
-_COLUMN_LEAK = re.compile(r"\b(?:the|my|your) [a-z]+(?:ed|ts|en) (?:on|at|for)\b(?!\s+(?:\d|[A-Z]{2,}-))")
+# "the purchased on of my device", "my scheduled at?": a column's name where the attribute's name belongs
+_COLUMN_LEAK = re.compile(r"\b(?:the|my|your) [a-z]+(?:ed|ts|en) (?:on|at|for)(?=\s+(?:of|for|to|is|was)\b|\s*[?.,;]|$)")
 _AGGREGATE_LEAK = re.compile(r"\b(?:sum|count|total|avg) [a-z]+ by [a-z]+\b")
 
 

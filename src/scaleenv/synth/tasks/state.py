@@ -51,7 +51,7 @@ def _fresh(column: str, like: Any, rng: random.Random, taken: set[Any], row: dic
     place or an organisation keeps its kind ("Springfield Branch Library", not "Robin Walsh")."""
     if isinstance(like, str) and _USERNAME.search(column):
         person = next((row[c] for c in ("full_name", "display_name", "holder_name") if isinstance(row.get(c), str)), None)
-        styles = [x for x in (email_styles(person) if person else []) if x not in taken and x != like]
+        styles = [x for x in (email_styles(person) if person else []) if x not in taken and x != like and "_" not in x]
         if styles:
             return styles[rng.randrange(len(styles))]
         return redraw_shape(like, rng) if any(ch.isdigit() for ch in like) else like + rng.choice("abcdefghjkmnpqrstuvwxyz")
