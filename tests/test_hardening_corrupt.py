@@ -81,18 +81,22 @@ def _drop_table(u: Path) -> None:
 
 
 def _tamper_write(u: Path) -> None:
+    """Change a literal argument of a write in the first task (the one a one-task rollout plays): a
+    number by 7, else a text by a suffix, so the replayed chain no longer gives the recorded state."""
     path = u / "tasks" / f"{D}.jsonl"
     lines = path.read_text().splitlines()
-    for i, line in enumerate(lines):
-        t = json.loads(line)
+    t = json.loads(lines[0])
+    for kind in (int | float, str):
         for call in t["gold_chain"]:
+            if call.get("purpose") != "goal":
+                continue
             for k, v in call["args"].items():
-                if isinstance(v, int | float) and not isinstance(v, bool) and k != "limit":
-                    call["args"][k] = v + 7
-                    lines[i] = json.dumps(t)
+                if isinstance(v, kind) and not isinstance(v, bool) and k != "limit":
+                    call["args"][k] = v + 7 if kind is not str else f"{v} Tampered"
+                    lines[0] = json.dumps(t)
                     path.write_text("\n".join(lines) + "\n")
                     return
-    pytest.skip("no numeric literal argument to tamper with")
+    pytest.skip("no literal argument to tamper with")
 
 
 def _deep(n: int = 100_000) -> str:

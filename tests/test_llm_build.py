@@ -96,6 +96,19 @@ def test_tasks_pass_every_gate_and_check_accepts_the_universe(built):
     assert res.exit_code == 0 and "1 domains, 2 tasks" in res.output
 
 
+def test_inferred_invariants_are_stored_and_the_worlds_obey_them(built):
+    """The rules the schema implies (a vaccination's next due date is not before the date it was given)
+    are part of the built spec, so the audit checks the base world and every task's worlds."""
+    _, u, _ = built
+    spec = _json(u / "domains" / "pet_care" / "spec.json")
+    names = {i["name"] for i in spec["invariants"]}
+    assert "vaccinations.next_due_after_given_on" in names
+    res = runner.invoke(app, ["audit", str(u), "--invariants", "--json"])
+    out = json.loads(res.output)
+    assert res.exit_code == 0 and out["violations"] == 0 and out["worlds"] == 1 + 2 * 2, res.output
+    assert out["per_domain"][0]["invariants"] == len(spec["invariants"])
+
+
 def test_token_accounting_is_kept_and_shown(built, server):
     _, u, _ = built
     tok = _json(u / "domains" / "pet_care" / "tokens.json")

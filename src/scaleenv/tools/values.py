@@ -95,6 +95,14 @@ def email_for_name(name: str, rng: random.Random, taken: Collection[str] = (), *
     return None
 
 
+def email_key(value: object) -> str | None:
+    """An e-mail address's local part as a bag of letters: ``maria.novak@`` and ``novak_maria@`` say the
+    same thing to a reader, so two look-alikes whose keys are equal differ only in word order."""
+    if not isinstance(value, str) or "@" not in value:
+        return None
+    return "".join(sorted(ch for ch in value.split("@", 1)[0].lower() if ch.isalpha()))
+
+
 def redraw_shape(value: str, rng: random.Random, *, keep_prefix: bool = True) -> str:
     """Another value of the same shape: each digit a digit, each letter a letter of the same case.
 

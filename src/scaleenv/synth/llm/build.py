@@ -31,7 +31,7 @@ from scaleenv.synth.llm.design import design_database, design_tools, domain_prof
 from scaleenv.synth.llm.filter import check_domain
 from scaleenv.synth.llm.implement import ToolImplementer, ToolProgress
 from scaleenv.synth.llm.policy import design_policy
-from scaleenv.synth.llm.seedrows import seed_world
+from scaleenv.synth.llm.seedrows import infer_invariants, seed_world
 from scaleenv.synth.procedural.domain import BuiltDomain
 from scaleenv.tools.testing import tests_summary
 from scaleenv.validation.spec import validate_spec
@@ -59,8 +59,11 @@ def synthesize_domain(name: str, ask: Scoped, seed: int = 0, scale: float = 1.0,
         raise ScaleEnvError(f"domain {name!r}: no generated tool passed its tests; see the model's output")
     dropped = [{"tool": b.name, "rounds": b.rounds, "reason": (b.history[-1]["failures"][:3] if b.history else [])}
                for b in builds if not b.admitted]
+    # the rules the schema implies are stored in the spec, so every world of the domain (base, each
+    # task's initial and expected states) is checked against them by the build and by the audit
     spec = validate_spec(tables_spec.model_copy(update={
-        "tools": admitted, "meta": {**meta, "dropped_tools": [d["tool"] for d in dropped]}}))
+        "tools": admitted, "invariants": infer_invariants(tables_spec),
+        "meta": {**meta, "dropped_tools": [d["tool"] for d in dropped]}}))
     base = seed_world(spec, seed, scale).snapshot()
     spec = spec.model_copy(update={"policy": design_policy(ask, profile.title, spec, base)})
     graph, dep_stats = dependency_graph(ask, profile.title, spec, design.tool_tables, cfg)

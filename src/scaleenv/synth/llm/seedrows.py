@@ -216,7 +216,8 @@ class RowGenerator:
 
 _PERIODS = [("start", "end"), ("starts", "ends"), ("from", "until"), ("from", "to"), ("check_in", "check_out"),
             ("begins", "ends"), ("issued", "expires"), ("opens", "closes"), ("pickup", "return"), ("departs", "arrives"),
-            ("departure", "arrival"), ("scheduled", "completed")]
+            ("departure", "arrival"), ("scheduled", "completed"),
+            ("given_on", "next_due")]
 _STATE_ROOTS = {"cancel": ["cancel"], "paid": ["paid"], "payment": ["paid"], "ship": ["ship", "deliver"],
                 "deliver": ["deliver"], "complet": ["complet"], "approv": ["approv"], "reject": ["reject"],
                 "decision": ["approv", "reject", "deni", "declin"], "decided": ["approv", "reject", "deni", "declin"],

@@ -532,6 +532,7 @@ class LLMTaskBuilder(TaskBuilder):
         tools, extra = self.expand(initial, gold_keys)
         if extra:
             world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
+        self.check_coherent(initial, world)  # the spec's (inferred) invariants hold before and after
         instruction, profile = self.write_user_side(withheld)
         spec = self.spec
         task = Task(

@@ -68,6 +68,8 @@ class Lifecycle(_M):
     future_in: dict[str, list[str]] = Field(default_factory=dict)
     past_in: dict[str, list[str]] = Field(default_factory=dict)
     gen_in: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    weights: dict[str, float] = Field(default_factory=dict)
+    """How often the seeder draws each state (default: 3 for the initial state, 1 for the others)."""
 
     @model_validator(mode="after")
     def _states_known(self) -> Lifecycle:
@@ -75,7 +77,7 @@ class Lifecycle(_M):
         bad = [s for t in self.transitions for s in [*t.from_, t.to] if s not in known]
         bad += [s for m in (self.set_in, self.future_in, self.past_in) for ss in m.values() for s in ss
                 if s not in known]
-        bad += [s for s in self.gen_in if s not in known]
+        bad += [s for s in [*self.gen_in, *self.weights] if s not in known]
         if self.initial not in known or bad:
             raise ValueError(f"lifecycle uses unknown states: {sorted(set(bad) | ({self.initial} - known))}")
         return self

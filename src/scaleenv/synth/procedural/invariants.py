@@ -7,6 +7,7 @@ Sources, per entity: ``derived`` columns, ``rules``, ``unique_together`` groups,
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from scaleenv.formats.domain import Invariant
@@ -16,6 +17,15 @@ from scaleenv.world.ddl import quote_ident, sql_literal
 
 def _in(col: str, values: list[Any]) -> str:
     return f"{quote_ident(col)} IN ({', '.join(sql_literal(v) for v in values)})"
+
+
+def _parent_fix(ent: Entity, check: str) -> dict[str, Any] | None:
+    """How to mend a row breaking a rule about the one parent row it names (``(SELECT c.status FROM cars c
+    WHERE c.id = rentals.car_id) = 'rented'``): point it at another parent row that obeys the rule."""
+    refs = [c for c in ent.columns if c.ref and re.search(rf"\b{re.escape(ent.name)}\.{re.escape(c.name)}\b", check)]
+    if len(refs) != 1:
+        return None
+    return {"kind": "parent", "column": refs[0].name, "table": refs[0].ref}
 
 
 def entity_invariants(ent: Entity) -> list[Invariant]:
@@ -28,11 +38,15 @@ def entity_invariants(ent: Entity) -> list[Invariant]:
                              description=d.description or f"{d.column} is computed from its rows"))
     for i, r in enumerate(entity_rules(ent)):
         out.append(Invariant(name=r.name and f"{t}.{r.name}" or f"{t}.rule_{i + 1}", kind="row", table=t,
-                             check=r.check, when=r.when, description=r.description or r.check))
+                             check=r.check, when=r.when, description=r.description or r.check,
+                             fix=_parent_fix(ent, r.check)))
+    refs = {c.name: c.ref for c in ent.columns if c.ref}
     for group in ent.unique_together:
+        # a taken parent is mended by choosing another parent (one invoice per appointment), a value by a fresh one
+        fix = ({"kind": "parent", "column": group[-1], "table": refs[group[-1]]} if group[-1] in refs
+               else {"kind": "fresh", "column": group[-1]})
         out.append(Invariant(name=f"{t}.unique_{'_'.join(group)}", kind="unique", table=t, columns=list(group),
-                             description=f"one {ent.singular} per {', '.join(group)}",
-                             fix={"kind": "fresh", "column": group[-1]}))
+                             description=f"one {ent.singular} per {', '.join(group)}", fix=fix))
     lc = ent.lifecycle
     if lc:
         for col, states in lc.set_in.items():

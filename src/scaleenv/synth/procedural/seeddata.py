@@ -11,13 +11,17 @@ Value generators (``gen`` in a blueprint column):
   {copy: col}                         the same value as another column
   {bool: p}                           True with probability p
   {pattern: "SKU-####-??"}            # -> digit, ? -> upper-case letter
-  {template: "{last_name} Farm"}      Faker providers substituted in braces
+  {template: "{last_name} Farm"}      Faker providers (or the row's columns: "{full_name:first}") in braces
   {words: n}                          n lorem words
   {json: {...}}                       a fixed JSON document
   {by: [col, {value: [a, b], ...}]}   a choice that depends on another column (breed by species)
+  {case: [col, {value: gen, ...}]}    another generator per value of a column, NULL for values not listed
+  {parent: [fk, col]}                 the value of ``col`` in the parent row the foreign key ``fk`` names
   {price: [lo, hi]}                   a price-list amount: whole dollars or .50/.95/.99
   {email_from: col}                   an e-mail address spelled from a person's name in ``col``
+  {username_from: col}                a user name spelled from a person's name in ``col`` ("mdavis")
   {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
+                                      (a number ``col``, a year: lo..hi more)
 Columns without ``gen`` get a default by type, enum or lifecycle state; free text gets a sentence
 of the column's kind (notes, titles, addresses...), never a placeholder. A ``gen: email`` column in
 a row that has a person's name follows that name.
@@ -44,7 +48,7 @@ from scaleenv.formats.domain import Invariant
 from scaleenv.formats.jsonvalue import JSONValue
 from scaleenv.synth.procedural.blueprint import Blueprint, BlueprintColumn, Entity
 from scaleenv.synth.procedural.invariants import blueprint_invariants
-from scaleenv.tools.values import email_for_name, fresh_value, text_for_column
+from scaleenv.tools.values import email_for_name, email_key, email_styles, fresh_value, text_for_column
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import violation_query
 from scaleenv.world.world import _to_sql
@@ -106,7 +110,7 @@ class SeedGenerator:
             checks = [(inv, self._row_check(inv)) for inv in self.invariants
                       if inv.table == ent.name and inv.kind in ("row", "unique")]
             rows = []
-            seen: dict[str, set[object]] = {c.name: set() for c in ent.columns if c.unique}
+            seen: dict[str, set[object]] = {c.name: set() for c in ent.columns if _distinct(c)}
             states = list(ent.lifecycle.states) if ent.lifecycle else []
             for i, rid in enumerate(ids):
                 # the first rows cover every lifecycle state, so each transition has a row to act on
@@ -123,8 +127,10 @@ class SeedGenerator:
                     raise SpecError([(f"entities.{ent.name}", f"no seed row satisfies {bad[0].name} "
                                                               f"({bad[0].description}) after {_ATTEMPTS} draws")])
                 for c in ent.columns:
-                    if c.unique:
+                    if _distinct(c):
                         seen[c.name].add(row[c.name])
+                        if email_key(row[c.name]):  # namesakes' addresses differ in more than word order
+                            seen[c.name].add(("@", email_key(row[c.name])))
                 rows.append(row)
             out[ent.name] = rows
         self.apply_derived(out)
@@ -173,18 +179,25 @@ class SeedGenerator:
                     v = self.place(c, v, future=True)
                 elif state in lc.past_in.get(c.name, ()):
                     v = self.place(c, v, future=False)
-            if c.unique and v is not None:
+            if _distinct(c) and v is not None:
                 v = self.unique_value(ent, c, row, v, seen[c.name])
             row[c.name] = v
         return {"id": rid, **{c.name: row[c.name] for c in ent.columns}}
 
     def unique_value(self, ent: Entity, c: BlueprintColumn, row: dict[str, Any], v: JSONValue,
                      seen: set[object]) -> JSONValue:
+        def free(x: JSONValue) -> bool:
+            return x not in seen and ("@", email_key(x)) not in seen
+
         for _ in range(20):
-            if v not in seen:
+            if free(v):
                 return v
             v = self.value(ent, c, row)
-        return fresh_value(c.name, v, self.rng, seen, row=row, fake=self.fake, lo=c.min, hi=c.max)
+        for _ in range(20):
+            v = fresh_value(c.name, v, self.rng, seen, row=row, fake=self.fake, lo=c.min, hi=c.max)
+            if free(v):
+                break
+        return v
 
     def place(self, c: BlueprintColumn, v: JSONValue, *, future: bool) -> str:
         """Move a date to the side of the clock its row's state demands (keeping its time of day)."""
@@ -216,9 +229,9 @@ class SeedGenerator:
             return None
         lc = ent.lifecycle
         if lc and c.name == lc.column:
-            weights = [3 if s == lc.initial else 1 for s in lc.states]
+            weights = [lc.weights.get(s, 3 if s == lc.initial else 1) for s in lc.states]
             return rng.choices(lc.states, weights)[0]
-        if c.auto:
+        if c.auto and c.gen is None:  # a generator, where given, draws the seed rows' values
             return self.clock.isoformat() if c.auto == "now" else self.clock.date().isoformat()
         if c.gen is None:
             return self.default(c)
@@ -243,6 +256,22 @@ class SeedGenerator:
         if c.type == "json":
             return {}
         return text_for_column(c.name, self.fake, rng, self.vocabulary)
+
+    def _parent_value(self, fk: str, col: str, row: dict[str, Any]) -> object:
+        ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
+        parent = next(x.ref for x in ent.columns if x.name == fk)
+        got = self.scratch.execute(f"SELECT {quote_ident(col)} FROM {quote_ident(str(parent))} WHERE id = ?",
+                                   (row.get(fk),)).fetchone()
+        return got[0] if got else None
+
+    def _slot(self, name: str, part: str | None, row: dict[str, Any]) -> str:
+        """A template slot: a column of the row drawn so far (``{display_name:first}``: its first
+        word), else a Faker provider."""
+        value = str(row[name]) if name in row and row[name] is not None else str(getattr(self.fake, name)())
+        words = [w for w in value.split() if w.rstrip(".").lower() not in ("mr", "mrs", "ms", "dr", "miss")]
+        if part and words:
+            return words[0] if part == "first" else words[-1]
+        return value
 
     def generate(self, c: BlueprintColumn, gen: object, row: dict[str, Any]) -> JSONValue:
         rng = self.rng
@@ -300,7 +329,7 @@ class SeedGenerator:
             return "".join(str(rng.randrange(10)) if ch == "#" else chr(65 + rng.randrange(26)) if ch == "?" else ch
                            for ch in arg)
         if kind == "template":
-            return re.sub(r"\{(\w+)\}", lambda m: str(getattr(self.fake, m.group(1))()), arg)
+            return re.sub(r"\{(\w+)(?::(first|last))?\}", lambda m: self._slot(m.group(1), m.group(2), row), arg)
         if kind == "words":
             return " ".join(self.fake.words(int(arg))).capitalize()
         if kind == "json":
@@ -309,10 +338,17 @@ class SeedGenerator:
             key, table = arg
             options = table.get(str(row.get(key))) or [v for vs in table.values() for v in vs]
             return cast(JSONValue, options[rng.randrange(len(options))])
+        if kind == "case":
+            key, table = arg
+            sub = table.get(str(row.get(key)))
+            return None if sub is None else self.generate(c, sub, row)
         if kind == "price":
             lo, hi = arg
             whole = rng.randint(int(lo), max(int(lo), int(hi) - 1))
             return float(whole) + rng.choice([0.0, 0.0, 0.0, 0.5, 0.95, 0.99])
+        if kind == "parent":  # the value of ``col`` in the parent row that ``fk`` names
+            fk, col = arg
+            return cast(JSONValue, self._parent_value(fk, col, row))
         if kind == "ref_date":
             fk, col, lo, hi = arg
             ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
@@ -322,12 +358,24 @@ class SeedGenerator:
                                        (row.get(fk),)).fetchone()
             if not got or got[0] is None:
                 return None
+            if isinstance(got[0], int | float):  # a number of the parent (a year): lo..hi more
+                return type(got[0])(got[0] + rng.randint(int(lo), int(hi)))
             d = _parse_date(got[0]) + dt.timedelta(days=rng.randint(int(lo), int(hi)))
             return d.isoformat() if c.type == "date" else f"{d.isoformat()}T{rng.randint(8, 17):02d}:00:00"
+        if kind == "username_from":  # a handle spelled from the person's name: "mdavis", "martha_davis"
+            person = row.get(arg)
+            styles = [x for x in (email_styles(str(person)) if person else []) if "_" not in x]
+            return styles[rng.randrange(min(4, len(styles)))] if styles else self.fake.user_name()
         if kind == "email_from":
             person = row.get(arg)
             return (email_for_name(str(person), rng) if person else None) or self.fake.email()
         raise SpecError([(f"columns.{c.name}.gen", f"unknown generator kind {kind!r}")])
+
+
+def _distinct(c: BlueprintColumn) -> bool:
+    """Whether no two seed rows share the column's value: a unique column, or a person's own e-mail
+    address (two namesakes never share an address, nor its words reordered)."""
+    return c.unique or (c.name == "email" and c.type == "text")
 
 
 def _used(sql: str, params: dict[str, str]) -> dict[str, str]:

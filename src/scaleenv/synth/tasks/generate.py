@@ -322,11 +322,16 @@ class TaskBuilder:
     def pick_where(self, rows: list[dict[str, Any]], target: dict[str, Any], table: str) -> dict[str, Any]:
         tbl = self.spec.table(table)
         assert tbl is not None
+        from scaleenv.synth.tasks.instruction import INTERNAL_CODE as _INTERNAL
+
         display = self.ctx.display_column(table)
-        prefs = [c for c in tbl.columns if c.unique and c.name != "id"]
-        prefs += [c for c in tbl.columns if c.name == display]
+        # what a customer holds first (their e-mail, a booking reference, a plate), internal codes last
+        held = [c for c in tbl.columns if c.unique and c.name != "id" and not _INTERNAL.search(c.name)]
+        prefs = held + [c for c in tbl.columns if c.name == display]
         prefs += [c for c in tbl.columns if c.type in ("date", "datetime")]
-        prefs += [c for c in tbl.columns if c.type == "text" and not c.foreign_key and c.match != "exempt"]
+        prefs += [c for c in tbl.columns if c.type == "text" and not c.foreign_key and c.match != "exempt"
+                  and not _INTERNAL.search(c.name)]
+        prefs += [c for c in tbl.columns if c.unique and c.name != "id" and _INTERNAL.search(c.name)]
         for c in prefs:
             v = target.get(c.name)
             if v is None or c.match == "exempt" or c.name == "id":

@@ -16,6 +16,44 @@ def human(name: str) -> str:
     return name.replace("_", " ")
 
 
+# the noun of a date column's verb ("purchased_on" -> "purchase date"); others: "<verb> date/time"
+_DATE_NOUNS = {"purchased": "purchase", "booked": "booking", "joined": "joining", "loaned": "loan", "issued": "issue",
+               "opened": "opening", "posted": "posting", "placed": "order", "installed": "installation",
+               "activated": "activation", "prescribed": "prescription", "ordered": "order", "submitted": "submission",
+               "enrolled": "enrollment", "harvested": "harvest", "planted": "planting", "applied": "application",
+               "paid": "payment", "filed": "filing", "requested": "request", "received": "receipt",
+               "registered": "registration", "delivered": "delivery", "shipped": "shipping", "returned": "return",
+               "signed": "signing", "scheduled": "scheduled", "starts": "start", "started": "start", "ends": "end",
+               "created": "creation", "updated": "last update", "saved": "save", "sent": "sending", "given": "vaccination",
+               "uploaded": "upload", "recorded": "recording", "irrigated": "irrigation", "occurred": "incident",
+               "blocked": "blocking", "fired": "firing", "rented": "rental", "added": "added", "extended": "offer",
+               "checked_in": "check-in", "performed": "service", "renewed": "renewal", "bid": "bid", "work": "work",
+               "kickoff": "kick-off", "due": "due", "expires": "expiry", "valid": "expiry", "last_run": "last run"}
+
+
+def column_phrase(column: str) -> str:
+    """A column as a person names it: ``purchased_on`` -> "purchase date", ``starts_at`` -> "start
+    time", ``scheduled_for`` -> "scheduled time"; other columns with spaces for underscores."""
+    m = re.match(r"^(.*?)_(on|at|for|date|until|by)$", column)
+    if not m:
+        return human(column)
+    stem, tail = m.group(1), m.group(2)
+    noun = _DATE_NOUNS.get(stem, human(stem))
+    return f"{noun} {'time' if tail in ('at', 'for') else 'date'}"
+
+
+_ENUM_WORDS = re.compile(r"^[a-z]+(_[a-z]+)+$")
+# codes only staff or systems see: never how a customer names a record while anything else tells it apart
+INTERNAL_CODE = re.compile(r"(^|_)(pos_code|sku|catalog_number|imdb_id|serial|serial_number|barcode|imei|"
+                           r"ticket_number|internal_code|batch)$")
+
+
+def say(v: Any) -> str:
+    """A value as the user says it: enum words with spaces ("hate speech", not "hate_speech")."""
+    text = spoken(v)
+    return text.replace("_", " ") if isinstance(v, str) and _ENUM_WORDS.match(v) else text
+
+
 @dataclass
 class EntityRef:
     """How the user identifies one entity of the chain: by ``facts`` (column -> value) or by id."""
@@ -31,6 +69,8 @@ class EntityRef:
     phrase: str | None = None
     """A description that stands for the entity instead of its facts (``earliest pending appointment
     for Rex``): the user never gives its id or a fact that names it (computed and described selections)."""
+    speaker_name: str | None = None
+    """The name the user goes by when this entity is the user (its full name, not a user name)."""
 
     def short(self) -> str:
         """The entity without its noun: ``Rex (birth date 2017-09-03)`` or ``APT-0081``."""
@@ -39,10 +79,14 @@ class EntityRef:
         if not self.by or list(self.by) == ["id"]:
             return str(self.row["id"])
         name = self.row.get(self.display) if self.display else None
-        facts = ", ".join(f"{human(k)} {spoken(v)}" for k, v in self.by.items() if k != self.display)
+        facts = ", ".join(f"{column_phrase(k)} {say(v)}" for k, v in self.by.items() if k != self.display)
+        if name is not None and self.display and re.match(r"^\d{4}-\d{2}-\d{2}", str(name)):
+            shown = f"from {spoken(name)}"  # a record named by its date: "loan from 2026-04-28"
+        else:
+            shown = spoken(name) if name is not None else ""
         if name is not None and facts:
-            return f"{spoken(name)} ({facts})"
-        return spoken(name) if name is not None else facts
+            return f"{shown} ({facts})"
+        return shown if name is not None else facts
 
     def describe(self) -> str:
         if self.phrase:
@@ -76,6 +120,9 @@ def _canonical_slots(goal: Goal, entities: dict[str, EntityRef]) -> dict[str, An
 
 
 _NOUN_BEFORE = re.compile(r"(\w+)\s*$")
+# a phrasing in the customer's own voice: "my plans changed", "I'm moving away", "I lost the book"
+_CUSTOMER_VOICE = re.compile(r"\b(my|mine|me|I'm|I am|I've|I’m)\b|\bI (don't|no longer|can't|lost|changed|decided|"
+                             r"collected|want|need to cancel|fixed|just)\b")
 _SELF_BEFORE = re.compile(r"\b(I'm|I am|I’m|We're|We are)\s*$")
 _DETERMINER_NOUN = re.compile(r"\b(the|a|an|this|that|my|our|your) [a-z]+\s*$", re.IGNORECASE)
 _ID_BEFORE = re.compile(r"\s+(id|ID|number)\s*$")
@@ -107,7 +154,7 @@ def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: 
     nouns = _nouns(val, spec)
     named = bool(val.by) and list(val.by) != ["id"]
     if val is me and val.display and val.row.get(val.display) is not None:
-        name = spoken(val.row[val.display])
+        name = val.speaker_name or spoken(val.row[val.display])
         mine = val.short().replace(" (", ", ").rstrip(")") if named else name
         if after.startswith("'s "):  # "{staff_member_id}'s net sales": "my net sales"
             out[-1] = re.sub(r"\b(my|the|our)\s*$", "", out[-1])
@@ -163,15 +210,28 @@ def _fill(template: str, slots: dict[str, Any], spec: DomainSpec | None = None,
             out.append(_render(val, "".join(out), m.group(1) == val.singular, spec, me, out,
                                template[m.end():]))
         else:
-            out.append(_undouble_noun(spoken(val), out))
+            out.append(_undouble_noun(say(val), out))
         pos = m.end()
     out.append(template[pos:])
     return "".join(out).replace("my\x00's ", "my ")
 
 
+_AGGREGATE_WORDS = {"sum": "total", "total": "total", "avg": "average", "average": "average", "count": "number of",
+                    "max": "highest", "min": "lowest"}
+
+
 def _attribute(goal: Goal, target: EntityRef | None) -> str:
-    """The attribute a read goal asks about, without its entity's noun ("loyalty points")."""
-    words = human(goal.answer or "").split()
+    """The attribute a read goal asks about, as a person names it, without its entity's noun
+    ("loyalty points", "total fare" for ``sum_fare_by_member``, "purchase date" for ``purchased_on``)."""
+    answer = goal.answer or ""
+    words = human(answer).split()
+    if words and words[0] in _AGGREGATE_WORDS and " by " in f" {' '.join(words)} ":
+        words = " ".join(words).split(" by ")[0].split()  # "sum fare by member": "sum fare"
+        words = [*_AGGREGATE_WORDS[words[0]].split(), *words[1:]]
+        return " ".join(words)
+    last = answer.split(" ")[-1]
+    if re.match(r"^\w+_(on|at|for|date|until|by)$", last):
+        words = [*human(answer[: len(answer) - len(last)]).split(), *column_phrase(last).split()]
     if target is not None and len(words) > 1 and words[0] in (target.singular, human(target.singular)):
         words = words[1:]
     elif target is not None and words[: len(human(target.singular).split())] == human(target.singular).split():
@@ -187,6 +247,12 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
     tool = goal.tool
     slots = _canonical_slots(goal, entities)
     phrasings = list(tool.meta.get("phrasings") or [])
+    if me is None and any(r.owner_word == "the" for r in entities.values()):
+        # a member of staff does not speak in the customer's voice ("I'm ready to train again")
+        phrasings = [p for p in phrasings if not _CUSTOMER_VOICE.search(p)]
+    elif me is not None and me in goal.refs.values():
+        # a customer asks in their own voice where the blueprint has one ("I'm ready to train again")
+        phrasings = [p for p in phrasings if _CUSTOMER_VOICE.search(p)] or phrasings
     if phrasings:
         start = rng.randrange(len(phrasings))
         for i in range(len(phrasings)):
@@ -199,14 +265,14 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
     what = "my account" if mine else (target.describe() if target else "it")
     literal = {k: v for k, v in goal.args.items() if k not in goal.refs}
     if fam == "update":
-        col = human(tool.meta.get("column", "value"))
+        col = column_phrase(str(tool.meta.get("column", "value")))
         new = spoken(next(iter(literal.values()), ""))
         if mine:
             return polish(rng.choice([f"Please change my {col} to {new}.", f"I need my {col} updated to {new}."]))
         return polish(rng.choice([f"Please change the {col} of {what} to {new}.",
                                   f"I need the {col} on {what} updated to {new}."]))
     if fam == "create":
-        details = ", ".join(f"{human(k)}: {spoken(v)}" for k, v in literal.items())
+        details = ", ".join(f"{column_phrase(k)}: {say(v)}" for k, v in literal.items())
         ent = human(tool.meta.get("entity_singular") or tool.name.split("_", 1)[-1])
         return polish(rng.choice([f"I'd like to add {article('new ' + ent)} ({details}).",
                                   f"Please register {article('new ' + ent)} with {details}."]))
@@ -218,8 +284,15 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
             return polish(rng.choice([f"Can you tell me my {attr}?", f"I'd like to know my {attr}."]))
         return polish(rng.choice([f"Can you tell me the {attr} of {what}?",
                                   f"I'd like to know the {attr} for {what}."]))
-    details = ", ".join(f"{human(k)} {spoken(v)}" for k, v in literal.items())
-    return polish(f"{tool.description.rstrip('.')} for {what}" + (f" ({details})." if details else "."))
+    details = ", ".join(f"{column_phrase(k)} {say(v)}" for k, v in literal.items())
+    if fam == "transition" and tool.meta.get("verb"):
+        verb = human(str(tool.meta["verb"]))
+        if verb.startswith("mark ") or verb.startswith("set "):  # "mark lost": "mark the loan ... as lost"
+            head, rest = verb.split(" ", 1)
+            return polish(f"Please {head} {what} as {rest}" + (f" ({details})." if details else "."))
+        return polish(f"Please {verb} {what}" + (f" ({details})." if details else "."))
+    first = re.split(r"(?<=[a-z])\. ", tool.description.strip())[0].rstrip(".")
+    return polish(f"{first} for {what}" + (f" ({details})." if details else "."))
 
 
 def _lower_first(s: str) -> str:
@@ -229,18 +302,44 @@ def _lower_first(s: str) -> str:
     return s[0].lower() + s[1:]
 
 
-_PERSON_COLUMNS = {"email", "phone", "phone_number", "username", "full_name", "date_of_birth", "birth_date"}
+# the columns that hold a person's own name, most usual first (a user name is not one: "You are jsmith.")
+_PERSON_NAME_COLUMNS = ("full_name", "display_name", "holder_name", "owner_name", "partner_one", "contact_name")
 _PERSON_NOUNS = {"customer", "user", "member", "patient", "client", "owner", "guest", "passenger", "subscriber",
                  "student", "candidate", "investor", "account", "profile", "couple", "seller", "buyer", "patron",
-                 "traveller", "traveler", "instructor", "supporter", "job_seeker"}
+                 "traveller", "traveler", "instructor", "supporter", "job_seeker", "resident", "renter", "cardholder",
+                 "borrower", "trader", "tenant", "fan", "shopper", "diner", "sender"}
+# kinds of record that are never the speaker, whatever their columns ("Hi, I am Downtown.")
+_PLACE_NOUNS = {"branch", "library_branch", "store", "hub", "depot", "restaurant", "clinic", "venue", "hotel", "household",
+                "home", "club", "team", "squad", "company", "employer", "studio", "production_company", "farm",
+                "field", "room", "space", "pharmacy", "plan", "course", "project", "listing", "product", "station",
+                "warehouse", "office", "site", "location", "kitchen", "department", "agency", "vendor", "stock"}
+
+
+def person_name(spec: DomainSpec, ref: EntityRef) -> str | None:
+    """The name the person ``ref`` goes by (its full name, not its user name), None for a non-person."""
+    if not is_person(spec, ref):
+        return None
+    table = spec.table(ref.table)
+    cols = [c.name for c in table.columns] if table is not None else []
+    for col in (*_PERSON_NAME_COLUMNS, ref.display):
+        if col and col in cols and isinstance(ref.row.get(col), str) and ref.row[col].strip():
+            value = str(ref.row[col]).strip()
+            if col == ref.display and col not in _PERSON_NAME_COLUMNS and (" " not in value or value.islower()):
+                return None  # a user name or a single word is not how a person introduces themself
+            return value
+    return None
 
 
 def is_person(spec: DomainSpec, ref: EntityRef) -> bool:
-    """Whether the entity is someone who would speak for themself (a customer, a member)."""
+    """Whether the entity is someone who would speak for themself (a customer, a member): a person's
+    kind of record, or one with a person's name column, never a place or an organisation."""
     table = spec.table(ref.table)
     cols = {c.name for c in table.columns} if table is not None else set()
-    entity = (spec.meta.get("entity_names") or {}).get(ref.table, "")
-    return bool(cols & _PERSON_COLUMNS) or ref.singular in _PERSON_NOUNS or entity in _PERSON_NOUNS
+    entity = str((spec.meta.get("entity_names") or {}).get(ref.table, ""))
+    kinds = {ref.singular, entity}
+    if kinds & _PLACE_NOUNS:
+        return False
+    return bool(kinds & _PERSON_NOUNS) or bool(cols & set(_PERSON_NAME_COLUMNS))
 
 
 def persona_of(spec: DomainSpec, root: EntityRef | None) -> str:
@@ -248,8 +347,9 @@ def persona_of(spec: DomainSpec, root: EntityRef | None) -> str:
     if root is None:
         return ""
     name = root.row.get(root.display) if root.display else None
-    if name and is_person(spec, root):
-        return f"You are {str(name).rstrip('.')}."
+    me = person_name(spec, root)
+    if me:
+        return f"You are {me.rstrip('.')}."
     noun = human((spec.meta.get("entity_names") or {}).get(root.table) or root.singular)
     label = f"{noun} {name}" if name else f"{noun} {root.row['id']}"
     return f"You are a staff member looking after the {label}."
@@ -318,20 +418,29 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
     known: dict[str, Any] = {}
     persona_keys: set[str] = set()
     identity: set[str] = set()
+    # the speaker: the first person on the chain's path (root first), else a member of staff for the root
+    me = next((r for r in [root, *entities.values()] if r is not None and r.display
+               and r.row.get(r.display) is not None and person_name(spec, r)), None)
+    speaker = me or root
+    if me is not None:
+        me.speaker_name = person_name(spec, me)
     for ref in entities.values():
         if ref.display and ref.row.get(ref.display) is not None:
             known[f"{human(ref.singular)} {human(ref.display)}"] = ref.row[ref.display]
-            if ref is root:
+            if ref is speaker:
                 persona_keys.add(f"{human(ref.singular)} {human(ref.display)}")
+        if ref is me and me.speaker_name != spoken(ref.row.get(ref.display or "")):
+            col = next(c for c in (*_PERSON_NAME_COLUMNS, ref.display) if c and ref.row.get(c) == me.speaker_name)
+            known[f"{human(ref.singular)} {human(col)}"] = me.speaker_name
+            persona_keys.add(f"{human(ref.singular)} {human(col)}")
         for k, v in ref.by.items():
             known[f"{human(ref.singular)} {human(k)}"] = v
-            if ref is root:
+            if ref is speaker:
                 identity.add(f"{human(ref.singular)} {human(k)}")
     for g in goals:
         for k, v in g.args.items():
             if k not in g.refs:
                 known[human(k)] = v
-    me = root if root is not None and is_person(spec, root) and root.display and root.row.get(root.display) else None
     if root is not None and me is None:
         for ref in entities.values():
             ref.owner_word = "the"  # a member of staff speaks of the records it looks after
@@ -342,7 +451,7 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
                         and str(known[k]) not in said and spoken(known[k]) not in said)
     rng.shuffle(candidates)
     withheld = sorted(candidates[:withheld_n])
-    persona = persona_of(spec, root)
+    persona = persona_of(spec, speaker)
     connectors = ["", "Then, ", "After that, ", "Finally, "]
     body = " ".join(
         (connectors[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences)
@@ -363,3 +472,26 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
         "identity": sorted(k for k in persona_keys | identity if k in known),
     }
     return instruction, profile
+
+
+_IDENTIFIER = re.compile(r"(?<![\w@/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w@/-])")
+# "the purchased on of my device", "my scheduled at?": a column's name where the attribute's name belongs
+_COLUMN_LEAK = re.compile(r"\b(?:the|my|your) [a-z]+(?:ed|ts|en) (?:on|at|for)(?=\s+(?:of|for|to|is|was)\b|\s*[?.,;]|$)")
+_AGGREGATE_LEAK = re.compile(r"\b(?:sum|count|total|avg) [a-z]+ by [a-z]+\b")
+
+
+def language_defects(text: str) -> list[str]:
+    """The seams in an instruction or goal the user says (``kind: excerpt``): those of
+    :func:`scaleenv.env.language.language_defects`, plus raw identifiers (``hate_speech``), a column's
+    name where a person names the attribute ("the purchased on"), and a tool's aggregate name ("my sum
+    fare by member"). The facts list after "Facts you know:" names facts by their keys and is not speech."""
+    from scaleenv.env.language import language_defects as seams
+    from scaleenv.env.language import self_names
+
+    speech = text.split(" Facts you know:", 1)[0]
+    persona = re.match(r"You are [^.]+\.", speech)
+    out = seams(speech, self_names=self_names(persona.group(0)) if persona else [])
+    out += [f"identifier: {m.group(0)!r}" for m in _IDENTIFIER.finditer(speech)]
+    out += [f"column_name: {m.group(0)!r}" for m in _COLUMN_LEAK.finditer(speech)]
+    out += [f"tool_name: {m.group(0)!r}" for m in _AGGREGATE_LEAK.finditer(speech)]
+    return out

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import random
 import re
+import weakref
 from typing import Any
 
 from scaleenv.formats.domain import Table
-from scaleenv.tools.values import fresh_value
+from scaleenv.tools.values import EMAIL_DOMAINS, email_key, email_styles, fresh_value, redraw_shape
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import clock_params, violation_query
@@ -32,6 +33,40 @@ def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
 
 _BIRTH = re.compile(r"birth|born|dob")
 _CONTACT = re.compile(r"email|phone|mobile|tel")
+# values that identify one person or object by nature, unique or not in the schema: two look-alikes never share one
+IDENTIFYING = re.compile(r"(^|_)(passport|passport_number|licen[cs]e_number|licen[cs]e|driver_licen[cs]e|plate|"
+                         r"licen[cs]e_plate|vin|isbn|barcode|serial|serial_number|tracking_number|tag_number|"
+                         r"card_number|account_number|policy_number|permit_number|ssn|national_id|tax_id|iban|"
+                         r"membership_number|member_number|badge_number|imei|mac_address|registration_number)$")
+
+
+_USERNAME = re.compile(r"(^|_)(user_?name|handle|login|screen_name)$")
+_PERSON_TABLE_COLS = {"full_name", "first_name", "last_name", "display_name", "holder_name"}
+
+
+def _fresh(column: str, like: Any, rng: random.Random, taken: set[Any], row: dict[str, Any],
+           lo: float | None = None, hi: float | None = None) -> Any:
+    """A fresh value for ``column``; an e-mail also differs from ``like`` in more than word order, a
+    user name is another spelling of the person's name (never a full name), and the ``name`` of a
+    place or an organisation keeps its kind ("Springfield Branch Library", not "Robin Walsh")."""
+    if isinstance(like, str) and _USERNAME.search(column):
+        person = next((row[c] for c in ("full_name", "display_name", "holder_name") if isinstance(row.get(c), str)), None)
+        styles = [x for x in (email_styles(person) if person else []) if x not in taken and x != like and "_" not in x]
+        if styles:
+            return styles[rng.randrange(len(styles))]
+        return redraw_shape(like, rng) if any(ch.isdigit() for ch in like) else like + rng.choice("abcdefghjkmnpqrstuvwxyz")
+    if column == "name" and isinstance(like, str) and len(like.split()) >= 2 and not set(row) & _PERSON_TABLE_COLS:
+        column = "label"  # another leading part, the same kind of ending ("<town> FC", "<name> Pharmacy")
+    key = email_key(like)
+    tried: set[Any] = set()
+    v = like
+    for _ in range(12):
+        v = fresh_value(column, like, rng, taken | tried, row=row, lo=lo, hi=hi)
+        if key is None or email_key(v) != key:
+            return v
+        local = str(v).split("@", 1)[0]
+        tried.update(f"{local}@{d}" for d in EMAIL_DOMAINS)  # this spelling on any domain says the same
+    return v
 
 
 def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
@@ -42,7 +77,7 @@ def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: s
         if c.unique and c.name != table.primary_key and isinstance(out.get(c.name), str | int) \
                 and not isinstance(out.get(c.name), bool):
             taken.add(out[c.name])  # the original's value: a later look-alike of this clone avoids it too
-            out[c.name] = fresh_value(c.name, out[c.name], rng, taken, row=out, lo=c.min, hi=c.max)
+            out[c.name] = _fresh(c.name, out[c.name], rng, taken, out, lo=c.min, hi=c.max)
             taken.add(out[c.name])
     return out
 
@@ -50,7 +85,8 @@ def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: s
 def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any], *,
                clock: str = "2026-06-15T09:00:00") -> dict[str, Any]:
     """A complete entity confusable with ``row``: the same names, titles, places, states and parents,
-    but its own e-mail and phone, a birth date years earlier, its own unique codes, and its other
+    but its own e-mail (not the same words reordered) and phone, its own passport, licence, plate or
+    other identifying number, a birth date years earlier, its own unique codes, and its other
     dates moved together by a week or two (their order, and their side of the world's ``clock``,
     unchanged), so the look-alike obeys the same rules as the original."""
     out = fresh_unique(table, row, rng, taken)
@@ -73,10 +109,17 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
             break
     for c in table.columns:
         v = out.get(c.name)
-        if c.type == "text" and isinstance(v, str) and v and _CONTACT.search(c.name) and not c.unique:
-            out[c.name] = fresh_value(c.name, v, rng, taken, row=out)
+        if c.type == "text" and isinstance(v, str) and v and not c.unique and not c.foreign_key \
+                and (_CONTACT.search(c.name) or IDENTIFYING.search(c.name)):
+            taken.add(v)
+            out[c.name] = _fresh(c.name, v, rng, taken, out)
             taken.add(out[c.name])
     return out
+
+
+# the rows each world's task added through ``mend_rows`` (clones, look-alikes, children): a row is never
+# pointed at one of them, since the distractor-free replay of the patch must still load
+_TASK_ROWS: weakref.WeakKeyDictionary[World, set[tuple[str, Any]]] = weakref.WeakKeyDictionary()
 
 
 def mend_rows(world: World, table: str, rows: list[dict[str, Any]], rng: random.Random) -> int:
@@ -87,6 +130,8 @@ def mend_rows(world: World, table: str, rows: list[dict[str, Any]], rng: random.
     Returns how many values were changed. Rules without a ``fix`` are only checked, not mended."""
     invs = [i for i in world.spec.invariants if i.table == table and i.kind in ("row", "unique") and i.fix]
     tbl = world.spec.table(table)
+    if tbl is not None:
+        _TASK_ROWS.setdefault(world, set()).update((table, r.get(tbl.primary_key)) for r in rows)
     if not invs or tbl is None or not rows:
         return 0
     conn, pk, changed = world.conn, tbl.primary_key, 0
@@ -143,6 +188,10 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
         if not allowed or v in allowed:
             return 0
         new = allowed[rng.randrange(len(allowed))]
+    elif kind == "parent":
+        new = _obeying_parent(world, tbl, inv, row, col, str(fix.get("table")), rng)
+        if new is None:
+            return 0
     elif kind == "fresh":
         others = [c for c in inv.columns if c != col]
         cond = " AND ".join(f"{quote_ident(c)} IS ?" for c in others) or "1"
@@ -155,3 +204,29 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
         return 0
     row[col] = new
     return 1
+
+
+def _obeying_parent(world: World, tbl: Table, inv: Any, row: dict[str, Any], col: str, parent: str,
+                    rng: random.Random) -> Any:
+    """Another row of ``parent`` for ``row[col]`` under which ``row`` obeys ``inv`` (None if none of
+    up to 40 tried does): a row of the base world, never one the task added. Called inside
+    ``mend_rows``' savepoint, so the trial inserts are undone."""
+    ptbl = world.spec.table(parent)
+    if ptbl is None:
+        return None
+    conn, pk = world.conn, tbl.primary_key
+    ids = [r[0] for r in conn.execute(f"SELECT {quote_ident(ptbl.primary_key)} FROM {quote_ident(parent)} "
+                                      f"ORDER BY 1")]
+    added = _TASK_ROWS.get(world, set())
+    ids = [i for i in ids if (parent, i) not in added]
+    rng.shuffle(ids)
+    sql = violation_query(inv, pk, key=True)
+    params = {k: v for k, v in clock_params(world.spec).items() if f":{k}" in sql}
+    for cand in ids[:40]:
+        if cand == row.get(col) or not _insert(conn, tbl, {**row, col: cand}):
+            continue
+        bad = conn.execute(sql, {**params, "_key": row.get(pk)}).fetchone()
+        conn.execute(f"DELETE FROM {quote_ident(tbl.name)} WHERE {quote_ident(pk)} = ?", (row.get(pk),))
+        if not bad:
+            return cand
+    return None
