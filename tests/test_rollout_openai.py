@@ -113,14 +113,19 @@ def _env(monkeypatch):
 
 def _task_for(body, tasks):
     """Which task a conversation belongs to: the one whose tools the request offers and whose goals
-    the first user message (solo request or the user's opening) mentions."""
-    first = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    for t in tasks:
-        if t.user_profile.goals[0][:25] in first or t.user_profile.goals[0][:25] in first.replace(
-                "[ask me]", ""):
-            return t
+    the first user message (solo request or the user's opening) mentions most fully."""
+    first = next(m["content"] for m in body["messages"] if m["role"] == "user").replace("[ask me]", "")
+    offered = {t["function"]["name"] for t in body.get("tools", [])}
+    pool = [t for t in tasks if set(t.tools) <= offered] or list(tasks)
+
+    def said(t):
+        return sum(len(g) for g in t.user_profile.goals if g[:25] in first)
+
+    best = max(pool, key=said)
+    if said(best):
+        return best
     persona = first.split(".")[0]
-    return next(t for t in tasks if t.user_profile.persona.replace("You are", "").strip(" .") in persona)
+    return next(t for t in pool if t.user_profile.persona.replace("You are", "").strip(" .") in persona)
 
 
 def gold_agent_brain(tasks, malformed_task=None, parallel_first=False):

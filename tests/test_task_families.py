@@ -28,6 +28,8 @@ from scaleenv.world.world import World
 from synth_helpers import context
 
 SELECTION = ("computed", "description", "bulk", "programmatic", "long")
+HOME = {"programmatic": "football"}
+"""A domain that hosts the family well (pet care's one invoice per appointment leaves no totals to ask)."""
 
 
 @cache
@@ -76,8 +78,9 @@ def program_table(task: Task) -> str:
 
 @pytest.mark.parametrize("family", SELECTION)
 def test_family_tasks_exist_record_their_family_and_pass_every_gate(family):
-    ctx = context("pet_care")
-    tasks = family_tasks(family)
+    domain = HOME.get(family, "pet_care")
+    ctx = context(domain)
+    tasks = family_tasks(family, domain)
     assert len(tasks) == 3, f"{family}: too few tasks"
     for task in tasks:
         assert task.family == family
@@ -159,9 +162,9 @@ def test_bulk_changes_every_matching_row_and_no_other():
 
 
 def test_programmatic_answer_is_the_programs_value_and_nothing_changes():
-    for task in family_tasks("programmatic"):
+    for task in family_tasks("programmatic", HOME["programmatic"]):
         prog = task.verification.program
-        start, end = worlds("pet_care", task)
+        start, end = worlds(HOME["programmatic"], task)
         value = start.conn.execute(prog["sql"], prog["params"]).fetchone()[0]
         assert round(value, 2) == prog["value"]
         fact = next(f for f in task.answer_facts if f.name.startswith("total "))

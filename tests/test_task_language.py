@@ -18,7 +18,8 @@ from scaleenv.world.world import World
 
 runner = CliRunner()
 NAMES = sorted(catalog())
-_PERSON_NAME = ("full_name", "display_name", "holder_name", "owner_name", "partner_one", "contact_name")
+_PERSON_NAME = ("full_name", "display_name", "holder_name", "owner_name", "partner_one", "contact_name",
+                "character_name")  # a character's name is a person's name (a profile "Tina" may share it)
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +101,11 @@ def test_records_are_picked_by_what_the_user_holds(universe: Universe) -> None:
                 for arg in call.args.values():
                     where = arg.get("where") if isinstance(arg, dict) else None
                     for key, value in (where or {}).items():
+                        if task.verification.program:
+                            continue  # a selection family: its program (a condition, a ranking) picks it
                         picked += 1
-                        assert str(value) in held or str(value) in said, (task.id, key, value)
+                        spoken = str(value).replace("_", " ")  # an enum value as the user says it
+                        assert str(value) in held or str(value) in said or spoken in said, (task.id, key, value)
                         if customer:
                             assert not INTERNAL_CODE.search(key), (task.id, key, value)
     assert picked > 0

@@ -30,7 +30,8 @@ from scaleenv.env.agents import (
     text_message,
     tool_call_message,
 )
-from scaleenv.formats.task import REFUSAL_FACT, Task
+from scaleenv.formats.domain import Param, ToolSpec
+from scaleenv.formats.task import REFUSAL_FACT, Call, Task
 from scaleenv.formats.trajectory import STOP
 
 RANDOM_CALLS = 12
@@ -557,7 +558,7 @@ class NoisyOracleAgent(Agent):
                 return kind
         return self.rates[-1][0]
 
-    def _key_table(self, p: Any) -> str | None:
+    def _key_table(self, p: Param) -> str | None:
         """The table whose record a parameter names (its column is a primary or foreign key), if any."""
         spec = self.ctx.episode.spec if self.ctx.episode is not None else None
         if spec is None or not p.column:
@@ -569,7 +570,7 @@ class NoisyOracleAgent(Agent):
             return str(col.foreign_key.partition(".")[0])
         return t if table is not None and c == table.primary_key else None
 
-    def _lookalike(self, tool: Any, args: dict[str, Any]) -> dict[str, Any] | None:
+    def _lookalike(self, tool: ToolSpec | None, args: dict[str, Any]) -> dict[str, Any] | None:
         distractors = self.ctx.task.verification.distractors
         if tool is None:
             return None
@@ -581,7 +582,7 @@ class NoisyOracleAgent(Agent):
                 return {**args, p.name: others[self._rng.randrange(len(others))]}
         return None
 
-    def _wrong(self, call: Any, tool: Any, args: dict[str, Any]) -> dict[str, Any] | None:
+    def _wrong(self, call: Call, tool: ToolSpec | None, args: dict[str, Any]) -> dict[str, Any] | None:
         literals = [k for k, v in call.args.items() if not (isinstance(v, dict) and "$ref" in v)]
         params = {p.name: p for p in tool.parameters} if tool is not None else {}
         for k in literals:
@@ -593,7 +594,7 @@ class NoisyOracleAgent(Agent):
                 return {**args, k: bad}
         return None
 
-    def _mistake(self, call: Any, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    def _mistake(self, call: Call, args: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
         """``(kind, args)`` of this step: ``args`` None when the step is skipped."""
         kind = self._draw()
         if kind is None:

@@ -114,7 +114,7 @@ def events(messages: Sequence[Mapping[str, Any]]) -> list[_Event]:
     return out
 
 
-def _norm(v: Any) -> str:
+def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().casefold()
 
 

@@ -23,7 +23,7 @@ from scaleenv.formats.task import DEFAULT_FAMILY, TIERS, Call, Task
 from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
 from scaleenv.synth.tasks.expand import expand_tools
 from scaleenv.synth.tasks.gates import run_gates
-from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human
+from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human, language_defects
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, fresh_unique, mend_rows, next_id
 from scaleenv.synth.tasks.tiers import TIER_KNOBS, draw_tier
@@ -598,6 +598,7 @@ class TaskBuilder:
             self.check_coherent(initial, world)
         with _stage("user_side"):
             task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
+            check_language(task)
         with _stage("gates"):
             worlds = TaskWorlds(initial, world, gold_keys, [])
             gates = run_gates(make_episode(self.spec, task, worlds), task, self.seed)
@@ -774,6 +775,14 @@ class TaskBuilder:
                 rows.append(("new " if k in new_ids else f"{k!r} ") + json.dumps(shown, sort_keys=True, default=str))
             out[t] = sorted(rows)
         return out
+
+
+def check_language(task: Task) -> None:
+    """What the user says must read as a person speaks (the audit's language check, at build time)."""
+    for text in [task.instruction, *task.user_profile.goals]:
+        bad = language_defects(text)
+        if bad:
+            raise TaskRejected(Reason.LANGUAGE_DEFECT, bad[0])
 
 
 def _merge(a: dict[str, list], b: dict[str, list]) -> dict[str, list]:

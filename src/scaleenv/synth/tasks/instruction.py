@@ -477,6 +477,7 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
 _IDENTIFIER = re.compile(r"(?<![\w@/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w@/-])")
 # "the purchased on of my device", "my scheduled at?": a column's name where the attribute's name belongs
 _COLUMN_LEAK = re.compile(r"\b(?:the|my|your) [a-z]+(?:ed|ts|en) (?:on|at|for)(?=\s+(?:of|for|to|is|was)\b|\s*[?.,;]|$)")
+_REPEATED = re.compile(r"(?:^|(?<=[.?!] ))([^.?!]{3,}[.?!]) \1")  # "You are Tina. You are Tina."
 _AGGREGATE_LEAK = re.compile(r"\b(?:sum|count|total|avg) [a-z]+ by [a-z]+\b")
 
 
@@ -494,4 +495,5 @@ def language_defects(text: str) -> list[str]:
     out += [f"identifier: {m.group(0)!r}" for m in _IDENTIFIER.finditer(speech)]
     out += [f"column_name: {m.group(0)!r}" for m in _COLUMN_LEAK.finditer(speech)]
     out += [f"tool_name: {m.group(0)!r}" for m in _AGGREGATE_LEAK.finditer(speech)]
+    out += [f"repeated: {m.group(1)!r}" for m in _REPEATED.finditer(speech)]
     return out

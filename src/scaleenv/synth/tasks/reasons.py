@@ -28,6 +28,7 @@ class Reason(StrEnum):
     CHAIN_TOO_LONG = "chain_too_long"
     # verification and expansion
     NO_EFFECT = "no_effect"
+    LANGUAGE_DEFECT = "language_defect"
     VERIFICATION_FAILED = "verification_failed"
     EXPANSION_CHANGED_GOLD = "expansion_changed_gold"
     # the families that single records out by a criterion (computed, description, bulk, programmatic, long)

@@ -25,7 +25,7 @@ from scaleenv.synth.tasks.families.selection import (
     say,
     shift_dates,
 )
-from scaleenv.synth.tasks.generate import TaskRejected
+from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, lookalikes
 from scaleenv.world.world import World
@@ -45,8 +45,8 @@ class BulkBuilder(SelectionBuilder):
     def table_ok(cls, ctx: DomainContext, table: Table) -> bool:
         return any(c.enum and len(c.enum) >= 2 and c.match != "exempt" for c in table.columns)
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
+        super().__init__(ctx, seed, attempt, config)
         self.filter: tuple[Column, Any] | None = None
         self.n_targets = 0
 
@@ -152,10 +152,11 @@ class BulkBuilder(SelectionBuilder):
             self.effects.append(changed)
             self.chain.append(Call(tool=tool.name, args={**call.args, focus[0]: self.target_ref(row)}, purpose="goal"))
 
-    def make_task(self, *args: Any, **kwargs: Any) -> Task:
+    def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],
+                  level: str, density: int, withheld: int) -> Task:
         """The goals over the set are also reported done by their records' plural or the condition
         ("your three rabbits were transferred")."""
-        task = super().make_task(*args, **kwargs)
+        task = super().make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
         if self.sel is not None and self.filter is not None:
             noun, value = self.noun(self.sel.table), say(self.filter[1])
             words = [f"{noun}s", value, f"{value}s", f"{value} {noun}s"]

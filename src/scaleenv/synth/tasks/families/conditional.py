@@ -13,9 +13,9 @@ from typing import Any
 from scaleenv.env.language import spoken
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import ToolSpec
-from scaleenv.formats.task import Objective
+from scaleenv.formats.task import Objective, Task
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.generate import LEVELS, TaskBuilder, TaskRejected
+from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, exempt_columns
@@ -62,8 +62,8 @@ class ConditionalBuilder(TaskBuilder):
     def applies(cls, ctx: DomainContext) -> bool:
         return len(ctx.goal_tools) >= 2
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
+        super().__init__(ctx, seed, attempt, config)
         self.branches: tuple[Goal, Goal] | None = None  # (when the condition holds, otherwise)
         self.condition = ""
         self.condition_table = ""
@@ -221,8 +221,9 @@ class ConditionalBuilder(TaskBuilder):
         profile = {**profile, "goals": goals, "objectives": [o.model_dump(mode="json") for o in objs]}
         return instruction, profile
 
-    def make_task(self, *args: Any, **kwargs: Any) -> Any:
-        task = super().make_task(*args, **kwargs)
+    def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],
+                  level: str, density: int, withheld: int) -> Task:
+        task = super().make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
         task.difficulty.sub_goals = len(task.user_profile.goals)
         task.difficulty.tier = task.difficulty.level
         return task

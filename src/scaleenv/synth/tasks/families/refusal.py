@@ -13,7 +13,7 @@ from scaleenv.formats.domain import PolicyRule, ToolSpec
 from scaleenv.formats.sqlinfo import analyze_sql
 from scaleenv.formats.task import REFUSAL_FACT, Call, Task
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.generate import LEVELS, TaskBuilder, TaskRejected
+from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, Goal
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.tools.chain import ChainError, run_chain
@@ -46,8 +46,8 @@ class RefusalBuilder(TaskBuilder):
     def applies(cls, ctx: DomainContext) -> bool:
         return bool(policy_rules(ctx))
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
+        super().__init__(ctx, seed, attempt, config)
         self.refused: list[Goal] = []
 
     # --- the refused request ---------------------------------------------------------
@@ -165,8 +165,9 @@ class RefusalBuilder(TaskBuilder):
             raise TaskRejected(Reason.CHAIN_TOO_LONG)
         return initial, level, density, withheld
 
-    def make_task(self, *args: Any, **kwargs: Any) -> Task:
-        task = super().make_task(*args, **kwargs)
+    def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],
+                  level: str, density: int, withheld: int) -> Task:
+        task = super().make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
         objectives = task.user_profile.objectives
         for goal in self.refused:
             i = next(j for j, g in enumerate(self.goals) if g is goal)

@@ -22,7 +22,7 @@ from scaleenv.formats.domain import Column, Table, ToolSpec
 from scaleenv.formats.task import Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.phrasing import selection_sentence
-from scaleenv.synth.tasks.generate import TaskBuilder, TaskRejected
+from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, human, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, next_id
@@ -201,8 +201,8 @@ class SelectionBuilder(TaskBuilder):
         table = ctx.spec.table(focus[1]) if focus else None
         return table is not None and leaf_tool(ctx, tool) and cls.table_ok(ctx, table)
 
-    def __init__(self, ctx: DomainContext, *args: Any, **kwargs: Any):
-        super().__init__(structural(ctx), *args, **kwargs)
+    def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
+        super().__init__(structural(ctx), seed, attempt, config)
         self.sel: Selection | None = None
         self.extra_targets: list[dict[str, Any]] = []
 
@@ -334,9 +334,10 @@ class SelectionBuilder(TaskBuilder):
             g.sentence = selection_sentence(g, leaf, subject, self.entities, self.spec, self.me(), self.rng)
             last = i
 
-    def make_task(self, *args: Any, **kwargs: Any) -> Task:
+    def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],
+                  level: str, density: int, withheld: int) -> Task:
         self.write_sentences()
-        task = super().make_task(*args, **kwargs)
+        task = super().make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
         if self.sel is not None and self.sel.program is not None:
             task.verification.program = self.sel.program
         return task
@@ -379,5 +380,5 @@ class SelectionBuilder(TaskBuilder):
             raise TaskRejected(Reason.PROGRAM_MISMATCH, "the gold chain acts on other records than the program picks")
 
 
-def say(value: Any) -> str:
+def say(value: object) -> str:
     return human(str(value)) if isinstance(value, str) else spoken(value)
