@@ -372,3 +372,12 @@ def test_a_refusal_looks_up_what_its_rule_reads_so_the_tools_can_show_it():
         checks = [c for c in task.gold_chain if c.purpose == "check the rule no_late_cancellation"]
         assert checks and checks[0].tool in task.tools
         assert spec.tool(checks[0].tool).returns.table == "flights"
+
+
+def test_the_agent_is_told_todays_date():
+    """Policy rules count days from today ("within 45 days"); no tool tells the date, the prompt does."""
+    from scaleenv.env.prompts import system_prompt
+
+    task = _family("pet_care", "direct", 1)[0]
+    spec = context("pet_care").spec
+    assert f"The current date and time is {spec.clock.replace('T', ' ')[:16]}." in system_prompt(task, spec)

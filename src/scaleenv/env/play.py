@@ -102,7 +102,10 @@ class Player:
         return True
 
     def tools(self) -> None:
-        table = Table("tool", "kind", "parameters", "description", show_lines=False)
+        table = Table(show_lines=False)
+        table.add_column("tool", no_wrap=True)  # a name cut short reads as another tool's name
+        for header in ("kind", "parameters", "description"):
+            table.add_column(header, overflow="fold")
         for schema in self.env.tool_schemas():
             fn = schema["function"]
             params = fn.get("parameters", {})

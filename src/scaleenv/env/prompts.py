@@ -25,6 +25,8 @@ SOLO_TOOL_SUFFIX = (
 )
 
 
+CLOCK_NOTE = "\nThe current date and time is {now}."
+
 POLICY_HEADER = (
     "\n\nPolicy of the {domain} service (follow it; the tools do not enforce every rule):\n{rules}\n"
     "When a rule forbids what the user asks, do not do it: tell the user you cannot, and why (name the rule's "
@@ -46,6 +48,8 @@ def system_prompt(task: Task, spec: DomainSpec | None, mode: str = "conversation
     domain = task.domain.replace("_", " ")
     description = (spec.description if spec is not None and spec.description else domain)
     text = DEFAULT_SYSTEM_PROMPT.replace("{domain}", domain).replace("{description}", description)
+    if spec is not None:  # rules such as "within 45 days" need today's date, which no tool tells
+        text += CLOCK_NOTE.replace("{now}", spec.clock.replace("T", " ")[:16])
     text += policy_section(spec, mode)
     if user_tool:
         return text + (SOLO_TOOL_SUFFIX if mode == "solo" else TOOL_ONLY_SUFFIX)

@@ -128,6 +128,7 @@ class TaskBuilder:
         self.goals: list[Goal] = []
         self.answer_facts: list[dict[str, Any]] = []
         self.effects: list[dict[Any, Any]] = []  # the matched cells each write goal changed
+        self.gold_outputs: list[Any] = []  # what the gold chain's calls return (what a correct agent sees)
         self.forbidden: list[Call] = []  # calls the literal request asks for that must not happen (Task.forbidden)
         self.tier: str | None = None  # the difficulty tier (drawn from the config's mix when unset)
 
@@ -613,7 +614,7 @@ class TaskBuilder:
         world = World.from_snapshot(spec, initial)
         initial_hash = world.state_hash()
         try:
-            run_chain(world, spec, self.chain)
+            self.gold_outputs = run_chain(world, spec, self.chain)
         except ChainError as e:
             raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
         gold_keys = {t: sorted(ks, key=str) for t, ks in world.touched().items()}
@@ -696,7 +697,7 @@ class TaskBuilder:
         spec = self.spec
         root = next(iter(self.entities.values()), None)
         instruction, profile = self.user_side(root, withheld)
-        facts = fair_rivals([dict(f) for f in self.answer_facts])
+        facts = self.own_figures_are_no_rivals(fair_rivals([dict(f) for f in self.answer_facts]))
         said = " ".join(profile["goals"])
         for g in self.goals:
             if g.tool.kind != "write":
@@ -732,6 +733,18 @@ class TaskBuilder:
             family=self.family,
             forbidden=self.forbidden,
         )
+
+    def own_figures_are_no_rivals(self, facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Drop the rivals that equal a figure the gold chain shows (a look-alike's total that is the
+        target's cash balance): a correct agent may state what it saw without being taken for a guesser."""
+        seen = _scalars(self.gold_outputs)
+        for f in facts:
+            if f.get("rivals"):
+                figures = [v for v in seen if not same_answer(v, f["value"])]
+                f["rivals"] = [r for r in f["rivals"] if not any(same_answer(r, v) for v in figures)]
+                if not f["rivals"]:
+                    f.pop("rivals")
+        return facts
 
     def check_distractors_orthogonal(self, expected: World) -> None:
         """The gold chain must give the same changes with and without the distractor rows."""
@@ -797,6 +810,15 @@ class DomainTasks:
     tasks: list[Task]
     attempts: int
     rejections: Counter
+
+
+def _scalars(value: Any) -> list[Any]:
+    """Every scalar inside a tool output (rows, lists of rows, nested values)."""
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _scalars(v)]
+    if isinstance(value, list):
+        return [x for v in value for x in _scalars(v)]
+    return [] if value is None else [value]
 
 
 def _hashable(v: Any) -> Any:
