@@ -109,3 +109,27 @@ def test_records_are_picked_by_what_the_user_holds(universe: Universe) -> None:
                         if customer:
                             assert not INTERNAL_CODE.search(key), (task.id, key, value)
     assert picked > 0
+
+
+@pytest.mark.parametrize("text", [
+    "Please move 728.21 dollars from my bank into brokerage my account (Shelby Chaney).",
+    "Add it to my profile my account (Kari Perez, email kperez@example.com).",
+    "Raise the weekly wage for the club Mathewsstad FC (it); mark him available again.",
+    "If my travel credit is at least 57, I'm Kari Perez. Please book a seat.",
+    "Otherwise, please give parcel my shipment 2X3947JZ6825 to driver CRR-0001.",
+    "Sadly each of them has passed away; please update the records for pet it.",
+    "You are Tina. You are Tina. I need my maturity updated to kids.",
+])
+def test_pasted_description_seams_are_language_defects(text: str) -> None:
+    from scaleenv.synth.tasks.instruction import language_defects
+
+    assert language_defects(text), text
+
+
+def test_plain_requests_have_no_seams() -> None:
+    from scaleenv.synth.tasks.instruction import language_defects
+
+    for text in ["Please cancel my order ORD-0012 and refund it to my card.",
+                 "If my balance is at least 50, pay the invoice in full; otherwise pay 20.",
+                 "Give my dog Rex his rabies shot on 2026-06-20.", "Move them to the new room, please."]:
+        assert not language_defects(text), text

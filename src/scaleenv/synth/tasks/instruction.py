@@ -477,6 +477,14 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
 _IDENTIFIER = re.compile(r"(?<![\w@/.-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w@/-])")
 # "the purchased on of my device", "my scheduled at?": a column's name where the attribute's name belongs
 _COLUMN_LEAK = re.compile(r"\b(?:the|my|your) [a-z]+(?:ed|ts|en) (?:on|at|for)(?=\s+(?:of|for|to|is|was)\b|\s*[?.,;]|$)")
+_SEAMS = (
+    re.compile(r"\bmy [a-z]+ my\b"),  # "to my profile my account"
+    re.compile(r"\((?:them|it)\)"),  # "for the club Luisbury FC (them)"
+    re.compile(r"\bIf [^.]*?, I'm\b"),  # "If my credit is at least 57, I'm Kari Perez."
+    re.compile(r"\b(?:into|onto|give) (?!my\b|your\b|the\b|a\b|an\b|it\b|them\b|me\b|us\b|her\b|him\b)[a-z]+ my\b"),
+    re.compile(r"\b(?:for|of|on|with) (?:pet|account|order|record|booking|member|item|car|room|player) (?:it|them)\b"),
+)
+"""Seams where a description was pasted into a phrasing ("give parcel my shipment", "the records for pet it")."""
 _REPEATED = re.compile(r"(?:^|(?<=[.?!] ))([^.?!]{3,}[.?!]) \1")  # "You are Tina. You are Tina."
 _AGGREGATE_LEAK = re.compile(r"\b(?:sum|count|total|avg) [a-z]+ by [a-z]+\b")
 
@@ -496,4 +504,5 @@ def language_defects(text: str) -> list[str]:
     out += [f"column_name: {m.group(0)!r}" for m in _COLUMN_LEAK.finditer(speech)]
     out += [f"tool_name: {m.group(0)!r}" for m in _AGGREGATE_LEAK.finditer(speech)]
     out += [f"repeated: {m.group(1)!r}" for m in _REPEATED.finditer(speech)]
+    out += [f"seam: {m.group(0)!r}" for pattern in _SEAMS for m in pattern.finditer(speech)]
     return out
