@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import re
 import weakref
+from collections.abc import Set
 from typing import Any
 
 from scaleenv.formats.domain import Table
@@ -16,7 +17,7 @@ from scaleenv.world.invariants import clock_params, violation_query
 from scaleenv.world.world import World, _to_sql
 
 
-def next_id(world: World, table: str, extra: set[str] = frozenset()) -> str:
+def next_id(world: World, table: str, extra: Set[str] = frozenset()) -> str:
     """The next free ``PREFIX-NNNN`` id of ``table`` (also avoiding ``extra``)."""
     pk = world.primary_key(table)
     ids = [r[0] for r in world.conn.execute(f"SELECT {quote_ident(pk)} FROM {quote_ident(table)}")]
@@ -170,21 +171,22 @@ def _insert(conn: Any, tbl: Table, row: dict[str, Any]) -> bool:
 def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: random.Random) -> int:
     fix = inv.fix or {}
     col = fix.get("column")
-    column = tbl.column(col) if col else None
-    if column is None:
+    column = tbl.column(col) if isinstance(col, str) else None
+    if column is None or not isinstance(col, str):
         return 0
     clock = world.spec.clock
     today = clock[:10]
     v = row.get(col)
     kind = fix.get("kind")
+    new: object
     if kind == "clock" and isinstance(v, str) and v:
         # the row's own time of day is kept; the date becomes today (the nearest date on the right side)
         new = today + v[10:] if len(v) > 10 else today
     elif kind == "set_in":
-        on = row.get(fix.get("state_column", "status")) in fix.get("states", [])
+        on = row.get(str(fix.get("state_column", "status"))) in fix.get("states", [])
         new = (v or (clock if column.type == "datetime" else today)) if on else None
     elif kind == "choice":
-        allowed = fix.get("allowed", {}).get(str(row.get(fix.get("key"))))
+        allowed = fix.get("allowed", {}).get(str(row.get(str(fix.get("key")))))
         if not allowed or v in allowed:
             return 0
         new = allowed[rng.randrange(len(allowed))]
