@@ -19,3 +19,20 @@ def context(name: str, seed: int = 0) -> DomainContext:
     d = built(name, seed)
     positive = {r["tool"]: r.get("positive_args") for r in d.tests["reports"] if r["admitted"]}
     return DomainContext(d.spec, d.base, d.graph, positive)
+
+
+def family_tasks(name: str, family: str, n: int) -> list:
+    """Up to ``n`` tasks of one family for the catalog domain ``name`` (seed 0, 15 attempts a task)."""
+    import contextlib
+
+    from scaleenv.synth.tasks.families import generate_task
+    from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+
+    ctx = context(name)
+    out: list = []
+    attempt = 0
+    while len(out) < n and attempt < 15 * n:
+        with contextlib.suppress(TaskRejected):
+            out.append(generate_task(ctx, 0, attempt, ChainConfig(family_mix={family: 1.0})))
+        attempt += 1
+    return out

@@ -38,6 +38,16 @@ _BLANKET = re.compile(
     r"\b(your (whole )?requests?|everything|all (of )?(it|that|them|this|your requests?|the changes?|done|set)|"
     r"all done|that's done|both|each of)\b", re.IGNORECASE)
 _VALUE = re.compile(r"\d|\b(is|are|was|were|has|have|equals?)\b|:")
+_INTENT = re.compile(
+    r"^\W*(please(?!\s+(note|be aware|find))|let me|let's|to confirm|so you want|you want|you'd like|"
+    r"you would like|i need|we need|i want|we want|i'd like|i would like)\b|"
+    r"\b(i|we)\s*('ll|will|would|am going to|'m going to|are going to|plan to|shall|need to|intend to|am about to|"
+    r"'m about to)\b|\b(will be|going to|about to)\b", re.IGNORECASE)
+"""A plan or a restated request ("I will renew ...", "You'd like ...", "Please change ..."), not a report."""
+_PLAN = re.compile(
+    r"\b(what (i|we)\s*('ll|will|would|am going to|'m going to|are going to|plan to|intend to) do|(my|the) plan|"
+    r"here('s| is) what (i|we)\s*('ll|will|would|plan|intend)|the following (steps|changes)|(steps|plan):)", re.IGNORECASE)
+"""A plan announced: what follows it in the message are its steps, not reports."""
 
 
 def sentences(text: str) -> list[str]:
@@ -94,9 +104,11 @@ class Progress:
     def update(self, agent_text: str) -> bool:
         """Mark what ``agent_text`` reports; whether anything new was reported."""
         before = sum(self.done)
-        if any(is_action_confirmation(q) for q in questions(agent_text)):
-            return False  # "Shall I go ahead with ...?": nothing is done yet, whatever the values it quotes say
+        if any(is_confirmation(q) for q in questions(agent_text)):
+            return False  # "Shall I go ahead with ...?", "Is that right?": nothing is done yet, whatever it quotes
+        planning = False
         for sentence in sentences(agent_text):
+            planning = planning or bool(_PLAN.search(sentence))
             if _FAIL.search(sentence) and not sentence.rstrip().endswith("?"):
                 for i, o in enumerate(self.objectives):
                     if o.kind == "refusal" and not self.done[i]:
@@ -109,12 +121,13 @@ class Progress:
             reads = [i for i in open_ if self.objectives[i].kind == "read"]
             if not reads and not any(self.objectives[i].kind == "write" for i in open_):
                 continue
-            writes = [i for i in open_ if self.objectives[i].kind == "write"]
+            intent = planning or bool(_INTENT.search(sentence))  # a plan or the request restated reports nothing
+            writes = [] if intent else [i for i in open_ if self.objectives[i].kind == "write"]
             answered = [i for i in reads if _mentions(s, self.objectives[i].asks) and _VALUE.search(sentence)]
             for i in answered:
                 self.done[i] = True
             if not _DONE.search(sentence) and not any(_mentions(s, self.objectives[i].done_words) for i in writes):
-                if not answered and len(reads) == 1 and re.search(r"\d", sentence) and not writes:
+                if not answered and len(reads) == 1 and re.search(r"\d", sentence) and not writes and not intent:
                     self.done[reads[0]] = True  # the one open question, answered with a number or date
                 continue
             if _BLANKET.search(sentence):

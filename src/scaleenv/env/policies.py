@@ -78,18 +78,40 @@ class PolicyManners:
             if confirm and (not scoped or tool.name in scoped):
                 self._confirm.add(i)
         self._writes = set(writes)
+        self.upcoming: list[tuple[int, str, dict[str, Any]]] = []
+        """The covered writes that follow ``before``'s step, arguments known already: asked in the same
+        question (one itemised confirmation) while each is named by its own item."""
+
+    def confirms(self, step: int) -> bool:
+        """Whether a confirmation rule covers chain step ``step``."""
+        return step in self._confirm
 
     def before(self, step: int, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
         """The question to ask before chain step ``step`` (calling ``tool`` with ``args``), or None."""
+        from scaleenv.reward.procedure import names_write
+
         if self._identity and step in self._writes and "identity" not in self._asked:
             self._asked.add("identity")
             return text_message("Before I change anything, could you please verify your identity by giving me "
                                 "your details?")
         if step in self._confirm and step not in self._asked:
             self._asked.add(step)
-            shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
-            return text_message(f"Shall I go ahead with {tool.replace('_', ' ')} ({shown})?")
+            items = [self._item(tool, args)]
+            for later, name, later_args in self.upcoming:
+                item = self._item(name, later_args)
+                if later not in self._confirm or later in self._asked or not names_write(item, later_args):
+                    break
+                self._asked.add(later)
+                items.append(item)
+            if len(items) == 1:
+                return text_message(f"Shall I go ahead with {items[0]}?")
+            return text_message("Shall I go ahead with: " + "; ".join(items) + "?")
         return None
+
+    @staticmethod
+    def _item(tool: str, args: dict[str, Any]) -> str:
+        shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
+        return f"{tool.replace('_', ' ')} ({shown})"
 
 
 class OracleAgent(Agent):
@@ -130,6 +152,20 @@ class OracleAgent(Agent):
         self._outputs.append(out)
         self._awaiting = None
 
+    def _resolvable(self, chain: list[Any], start: int) -> list[tuple[int, str, dict[str, Any]]]:
+        """The confirmed writes from ``start`` on, in a row, whose arguments the outputs so far settle."""
+        from scaleenv.tools.chain import ChainError, resolve_args
+
+        out: list[tuple[int, str, dict[str, Any]]] = []
+        for j in range(start, len(chain)):
+            if not self._manners.confirms(j):
+                break
+            try:
+                out.append((j, chain[j].tool, resolve_args(chain[j], self._outputs, j)))
+            except (ChainError, IndexError, KeyError, TypeError):
+                break  # it needs an output not seen yet
+        return out
+
     async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         from scaleenv.tools.chain import ChainError, resolve_args
 
@@ -141,6 +177,7 @@ class OracleAgent(Agent):
                 args = resolve_args(call, self._outputs, self._step)
             except ChainError as e:
                 raise AgentError(f"oracle: gold chain does not replay: {e}") from None
+            self._manners.upcoming = self._resolvable(chain, self._step + 1)
             ask = self._manners.before(self._step, call.tool, args)
             if ask is not None:
                 return ask

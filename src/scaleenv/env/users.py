@@ -50,12 +50,22 @@ class UserOptions(EndpointOptions):
                 "extra_body": self.extra_body}
 
 
+def turn_budget(ctx: UserContext) -> int:
+    """The user's messages before it has to go: ``max_turns``, plus one per change the task makes
+    (a careful agent asks before each, and a long task may make 8 to 18)."""
+    spec = ctx.spec
+    writes = sum(1 for c in ctx.task.gold_chain
+                 if spec is None or ((t := spec.tool(c.tool)) is not None and t.kind == "write"))
+    return ctx.max_turns + writes
+
+
 class User(ABC):
     name = "user"
 
     def reset(self, ctx: UserContext) -> None:
         self.ctx = ctx
         self.turns = 0
+        self.budget = turn_budget(ctx)
         self.usage: dict[str, int] = {}
 
     @abstractmethod
@@ -88,6 +98,11 @@ def redact(text: str, values: dict[str, Any]) -> str:
     return text
 
 
+_WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
+                  r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
+_RECORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b")
+
+
 class ScriptedUser(User):
     """Deterministic user driven by the task's profile and the conversation alone.
 
@@ -112,6 +127,7 @@ class ScriptedUser(User):
     def reset(self, ctx: UserContext) -> None:
         from scaleenv.env.judge import Progress, objectives_of
         from scaleenv.env.vocabulary import Vocabulary
+        from scaleenv.reward.procedure import is_staff
 
         super().reset(ctx)
         profile = ctx.task.user_profile
@@ -122,6 +138,12 @@ class ScriptedUser(User):
         self.vocab = Vocabulary(ctx.spec, list(self.known))
         self.identity = [f for f in profile.identity if f in self.known] or self._identity_guess()
         self.progress = Progress(objectives_of(ctx.task))
+        self.staff = is_staff(ctx.task)
+
+    def _role(self) -> str:
+        """Who a member of staff says they are, from their persona."""
+        persona = self.ctx.task.user_profile.persona.strip().rstrip(".")
+        return re.sub(r"^You are\b", "I am", persona) + "; I am not a customer."
 
     def _identity_guess(self) -> list[str]:
         """Older profiles name no identity: the facts about the persona's entity (its first noun)."""
@@ -175,7 +197,11 @@ class ScriptedUser(User):
                 elif "Yes, please go ahead." not in parts:
                     parts.append("Yes, please go ahead.")
                 continue
-            facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
+            if self.staff and _WHO.search(sentence) and self._role() not in parts:
+                parts.append(self._role())  # staff have no customer record: who they are is their role
+                facts = [f for f in self.identity if f not in given]
+            else:
+                facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
             if facts:
@@ -205,11 +231,16 @@ class ScriptedUser(User):
         record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
         rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
         stated = [g for g, v in self.known.items() if v is not None and _value_pattern(v).search(sentence)]
-        asked = " ".join(self.ctx.task.user_profile.goals)  # what the user asked for (two goals may share a fact name)
+        goals = list(self.ctx.task.user_profile.goals)
+        asked = " ".join(goals)  # what the user asked for (two goals may share a fact name)
+        about = {r.upper() for r in _RECORD.findall(sentence)}  # the records the confirmation is about
         for f in self.vocab.asked(sentence, sentence):
             v = self.known.get(f)
             if v is None or isinstance(v, bool) or f in stated:
                 continue
+            owners = [{r.upper() for r in _RECORD.findall(g)} for g in goals if _value_pattern(v).search(g)]
+            if about and owners and all(owners) and not any(about & ids for ids in owners):
+                continue  # the fact belongs to another goal's record, not to the one being confirmed
             col = self.vocab.split(f)[1]
             if any(g != f and (g == col or g.endswith(" " + col) or f.endswith(" " + g)) for g in stated):
                 continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
@@ -228,7 +259,7 @@ class ScriptedUser(User):
 
     async def reply(self, agent_text: str) -> str:
         self.turns += 1
-        if self.turns > self.ctx.max_turns:
+        if self.turns > self.budget:
             return self._stop("I have to go now.")
         moved = self.progress.update(agent_text)
         if self.progress.finished():
@@ -322,7 +353,7 @@ class OpenAIUser(User):
     async def reply(self, agent_text: str) -> str:
         self.turns += 1
         self.history.append({"role": "user", "content": agent_text})
-        if self.turns > self.ctx.max_turns:
+        if self.turns > self.budget:
             return f"I have to go now. {STOP}"
         return await self._say()
 

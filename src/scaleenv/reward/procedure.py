@@ -3,14 +3,20 @@ deterministically from the conversation (no model).
 
 ``identity``: when the policy has an identity rule, the user's identity was verified before the
 first change: before the first successful write, the agent made a successful call with one of the
-user's identity facts as an argument (a look-up by name or e-mail), or the user stated one in reply
-to the agent (the opening request does not count: nobody asked).
+user's identity facts as an argument (a look-up by name or e-mail), or with part of one (its words,
+"Micheal Smith" for "Mr. Micheal Smith II": text filters match substrings) whose output holds the
+whole fact (the user's record came back), or the user stated one in reply to the agent (the opening
+request does not count: nobody asked). It does not apply when the user is a member of staff looking
+after a record (:func:`is_staff`): there is no customer to verify.
 
 ``confirmation``: when the policy has a confirmation rule, every successful write it covers (its
 ``tools``; all write tools when it names none) came after an explicit yes: since the previous
 assistant message that changed something, the agent asked a question and the user's next message
 has a sentence that begins with a yes ("Yes", "Sure, go ahead") and none that begins with a no. Writes
-in one assistant message share one yes.
+in one assistant message share one yes. A yes also covers every later write that the proposal it
+answered (the agent's text since the user's previous message) names by one of its record ids or
+distinctive argument values (an itemised "Shall I renew PAT-0050, create ... and lend CPY-0087?"),
+until the agent asks something else.
 
 The checks need someone to ask. :class:`~scaleenv.env.core.ToolEnv` requires them in conversational
 mode only (an unmet check sets the binary reward to 0 and adds a line to the diff); in solo mode,
@@ -50,6 +56,7 @@ class _Event:
     args: Any = None
     ok: bool = False
     turn: int = 0  # the assistant message the event belongs to (user text: the one it answers)
+    output: Any = None  # a call's result
 
 
 def _ok(content: Any) -> bool:
@@ -109,6 +116,7 @@ def events(messages: Sequence[Mapping[str, Any]]) -> list[_Event]:
                 out.append(_Event("user", _text(m.get("content")), turn=ev.turn))
             else:
                 ev.ok = _ok(m.get("content"))
+                ev.output = m.get("content")
         elif role == "user" and turn > 0:
             out.append(_Event("user", _text(m.get("content")), turn=turn))
     return out
@@ -118,6 +126,50 @@ def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().casefold()
 
 
+_STAFF = re.compile(r"^\W*(you are|i am|i'm)\s+(a|an|the)\s+(staff member|member of staff|employee)\b", re.IGNORECASE)
+
+
+def is_staff(task: Task) -> bool:
+    """Whether the task's user is a member of staff looking after a record (the persona says so)
+    rather than a customer with an identity to verify."""
+    return bool(_STAFF.search(task.user_profile.persona or ""))
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text)
+
+
+def _strings(value: Any, out: list[str]) -> list[str]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            _strings(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _strings(v, out)
+    elif isinstance(value, str | int) and not isinstance(value, bool):
+        out.append(_norm(value))
+    return out
+
+
+def _returned(output: Any, value: str) -> bool:
+    """Whether a call's output holds ``value`` (normalised) as one of its values."""
+    text = output if isinstance(output, str) else json.dumps(output)
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return value in _norm(text)
+    return value in _strings(data, [])
+
+
+def _part_of(arg: str, value: str) -> bool:
+    """Whether a look-up argument is part of an identity value: a substring or a subset of its
+    words, with at least one word of two letters or more."""
+    words = _words(arg)
+    if not any(len(w) >= 2 for w in words):
+        return False
+    return arg in value or set(words) <= set(_words(value))
+
+
 def _identity_met(evs: list[_Event], writes: list[_Event], values: list[str]) -> bool:
     if not writes:
         return True
@@ -125,10 +177,43 @@ def _identity_met(evs: list[_Event], writes: list[_Event], values: list[str]) ->
         return True  # the task names no identity facts: nothing to verify
     first = evs.index(writes[0])
     for ev in evs[:first]:
-        if ev.kind == "call" and ev.ok and isinstance(ev.args, Mapping) and any(
-                _norm(a) in values for a in ev.args.values() if isinstance(a, str | int)):
-            return True
+        if ev.kind == "call" and ev.ok and isinstance(ev.args, Mapping):
+            args = [_norm(a) for a in ev.args.values() if isinstance(a, str | int) and not isinstance(a, bool)]
+            if any(a in values for a in args):
+                return True
+            if any(_part_of(a, v) and _returned(ev.output, v) for a in args for v in values):
+                return True
         if ev.kind == "user" and any(v and v in _norm(ev.text) for v in values):
+            return True
+    return False
+
+
+_RECORD_ID = re.compile(r"^[a-z][a-z0-9]*-\d+$")
+
+
+def _distinctive(value: Any) -> str | None:
+    """A write argument that names the write in a proposal (normalised): a record id, or a string
+    with a digit, an ``@`` or two words or more (a date, an e-mail, a title); never a bare number or
+    an enum-like word, which a proposal of another change could hold too."""
+    if not isinstance(value, str):
+        return None
+    v = _norm(value)
+    if len(v) < 4:
+        return None
+    if _RECORD_ID.match(v) or re.search(r"[\d@]", v) or len(_words(v)) >= 2:
+        return v
+    return None
+
+
+def names_write(proposal: str, args: Any) -> bool:
+    """Whether ``proposal`` (what the agent asked the user to confirm) names a write called with
+    ``args``: one of its record ids or distinctive values appears in it, as whole words."""
+    if not isinstance(args, Mapping):
+        return False
+    text = _norm(proposal)
+    for a in args.values():
+        v = _distinctive(a)
+        if v is not None and re.search(r"(?<![\w-])" + re.escape(v) + r"(?![\w]|-\w)", text):
             return True
     return False
 
@@ -136,19 +221,27 @@ def _identity_met(evs: list[_Event], writes: list[_Event], values: list[str]) ->
 def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
     need = {id(e) for e in covered}
     asked = confirmed = False
+    proposal = ""  # the text the standing yes answered
+    said_since: list[str] = []  # the agent's text since the user's previous message
     last_turn = -1
     for ev in evs:
         if ev.kind == "agent":
             asked = asked or "?" in ev.text
+            said_since.append(ev.text)
         elif ev.kind == "user":
             if asked:  # any other answer to the question revokes a yes
                 said = [x for x in re.split(r"(?<=[.!?])\s+|\n+", ev.text) if x.strip()]
                 confirmed = any(_YES.search(x) for x in said) and not any(_NO.search(x) for x in said)
+                proposal = "\n".join(said_since) if confirmed else ""
             asked = False
+            said_since = []
         elif id(ev) in need and ev.turn != last_turn:
-            if not confirmed:
+            if confirmed:
+                confirmed, last_turn = False, ev.turn
+            elif proposal and names_write(proposal, ev.args):
+                last_turn = ev.turn  # one of the changes the confirmed proposal listed
+            else:
                 return False
-            confirmed, last_turn = False, ev.turn
     return True
 
 
@@ -164,7 +257,7 @@ def procedure_checks(task: Task, spec: DomainSpec, messages: Sequence[Mapping[st
     if policy.of_kind("identity"):
         known = task.user_profile.known
         values = [_norm(known[f]) for f in task.user_profile.identity if f in known and known[f] is not None]
-        out.append((IDENTITY, _identity_met(evs, writes, values)))
+        out.append((IDENTITY, is_staff(task) or _identity_met(evs, writes, values)))
     rules = policy.of_kind("confirmation")
     if rules:
         scoped = {t for r in rules for t in r.tools}
@@ -188,4 +281,4 @@ def with_procedure(reward: Reward, checks: Sequence[tuple[str, bool]]) -> Reward
     return Reward(1.0 if ok else 0.0, ok, components, diff)
 
 
-__all__ = ["CONFIRMATION", "IDENTITY", "procedure_checks", "with_procedure"]
+__all__ = ["CONFIRMATION", "IDENTITY", "is_staff", "names_write", "procedure_checks", "with_procedure"]
