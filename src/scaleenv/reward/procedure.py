@@ -59,7 +59,7 @@ class _Event:
     output: Any = None  # a call's result
 
 
-def _ok(content: Any) -> bool:
+def _ok(content: object) -> bool:
     if not isinstance(content, str):
         return True
     try:
@@ -139,7 +139,7 @@ def _words(text: str) -> list[str]:
     return re.findall(r"\w+", text)
 
 
-def _strings(value: Any, out: list[str]) -> list[str]:
+def _strings(value: object, out: list[str]) -> list[str]:
     if isinstance(value, Mapping):
         for v in value.values():
             _strings(v, out)
@@ -151,7 +151,7 @@ def _strings(value: Any, out: list[str]) -> list[str]:
     return out
 
 
-def _returned(output: Any, value: str) -> bool:
+def _returned(output: object, value: str) -> bool:
     """Whether a call's output holds ``value`` (normalised) as one of its values."""
     text = output if isinstance(output, str) else json.dumps(output)
     try:
@@ -191,7 +191,7 @@ def _identity_met(evs: list[_Event], writes: list[_Event], values: list[str]) ->
 _RECORD_ID = re.compile(r"^[a-z][a-z0-9]*-\d+$")
 
 
-def _distinctive(value: Any) -> str | None:
+def _distinctive(value: object) -> str | None:
     """A write argument that names the write in a proposal (normalised): a record id, or a string
     with a digit, an ``@`` or two words or more (a date, an e-mail, a title); never a bare number or
     an enum-like word, which a proposal of another change could hold too."""
@@ -205,7 +205,7 @@ def _distinctive(value: Any) -> str | None:
     return None
 
 
-def names_write(proposal: str, args: Any) -> bool:
+def names_write(proposal: str, args: object) -> bool:
     """Whether ``proposal`` (what the agent asked the user to confirm) names a write called with
     ``args``: one of its record ids or distinctive values appears in it, as whole words."""
     if not isinstance(args, Mapping):
