@@ -381,3 +381,22 @@ def test_the_agent_is_told_todays_date():
     task = _family("pet_care", "direct", 1)[0]
     spec = context("pet_care").spec
     assert f"The current date and time is {spec.clock.replace('T', ' ')[:16]}." in system_prompt(task, spec)
+
+
+def test_the_user_accepts_its_own_number_written_another_way():
+    """"a tip of $0.00" confirms a tip of 0; "1,250.00" confirms 1250 (no decline over formatting)."""
+    import asyncio
+
+    from scaleenv.env.users import UserContext
+
+    task = next(t for t in _family("pet_care", "direct", 8) + _family("pet_care", "conditional", 8)
+                if any(isinstance(v, int | float) and not isinstance(v, bool) and not k.endswith(" id")
+                       for k, v in t.user_profile.known.items() if k not in t.user_profile.withheld))
+    fact, value = next((k, v) for k, v in task.user_profile.known.items()
+                       if isinstance(v, int | float) and not isinstance(v, bool) and k not in task.user_profile.withheld)
+    user = ScriptedUser()
+    user.reset(UserContext(task=task, rng=random.Random(0), spec=context("pet_care").spec))
+    asyncio.run(user.opening())
+    shown = f"{float(value):,.2f}"
+    reply = asyncio.run(user.reply(f"Shall I go ahead and set the {fact} to {shown}?"))
+    assert reply.startswith("Yes"), (shown, reply)

@@ -245,7 +245,10 @@ class ScriptedUser(User):
             if any(g != f and (g == col or g.endswith(" " + col) or f.endswith(" " + g)) for g in stated):
                 continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
             if isinstance(v, int | float):
-                said = re.findall(r"(?<![\d\-.])\d+(?:\.\d+)?(?![\d\-])", rest)
+                plain = re.sub(r"(?<=\d),(?=\d{3}\b)", "", rest)  # "1,234.50" is one number
+                said = re.findall(r"(?<![\d\-.])\d+(?:\.\d+)?(?![\d\-])", plain)
+                if any(float(x) == float(v) for x in said):
+                    continue  # the user's own value, written another way ("$0.00" for 0)
             elif isinstance(v, str) and "@" in v:
                 said = re.findall(r"[\w.+-]+@[\w.-]+\w", rest)
             elif isinstance(v, str) and re.match(r"\d{4}-\d{2}-\d{2}", v):
