@@ -54,6 +54,7 @@ def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Ca
     continues where they stop. Returns (tasks, attempts, rejections, whether Phase 2 was already done).
     """
     from scaleenv.synth.tasks.generate import TaskRejected
+    from scaleenv.synth.tasks.reasons import Reason
 
     ddir, tdir = root / "domains" / name, root / "tasks"
     final, partial, log = tdir / f"{name}.jsonl", tdir / f"{name}.partial.jsonl", ddir / "attempts.jsonl"
@@ -83,7 +84,7 @@ def run_task_attempts(root: Path, name: str, k: int, resume: bool, make_task: Ca
             try:
                 task = make_task(attempt)
                 if task.dedup_key() in seen:
-                    raise TaskRejected("duplicate")
+                    raise TaskRejected(Reason.DUPLICATE)
                 seen.add(task.dedup_key())
                 out.write(task.to_jsonl() + "\n")
                 out.flush()

@@ -72,6 +72,7 @@ class LLMBackend:
     def task_maker(self, ctx: DomainContext) -> Callable[[int], Task]:
         from scaleenv.synth.llm.tasks import generate_llm_task
         from scaleenv.synth.tasks.generate import TaskRejected
+        from scaleenv.synth.tasks.reasons import Reason
 
         seed = self.cfg.get("task_seed", self.cfg["seed"])
 
@@ -80,14 +81,14 @@ class LLMBackend:
                 return generate_llm_task(ctx, self.ask, seed, attempt, self.synth, self.cfg.get("family_mix"),
                                          self.cfg.get("tier_mix"))
             except LLMOutputError as e:
-                raise TaskRejected("llm_output", str(e)[:200]) from None
+                raise TaskRejected(Reason.LLM_OUTPUT, str(e)[:200]) from None
             except LLMError as e:
                 raise LLMError(f"{e}; the finished tasks are kept: continue with --resume "
                                "(answers already received come from the cache)") from None
             except TaskRejected:
                 raise
             except ScaleEnvError as e:  # e.g. generated rows a world refuses
-                raise TaskRejected("synthesis_error", str(e)[:200]) from None
+                raise TaskRejected(Reason.SYNTHESIS_ERROR, str(e)[:200]) from None
 
         _ = ctx.io, ctx.edge_counts  # computed once, before attempts run in threads
         self._spec_tools = [t.name for t in ctx.spec.tools]
