@@ -63,9 +63,12 @@ def first_write(universe: Path, task: Task) -> tuple[str, dict[str, Any]]:
     raise AssertionError(f"task {task.id} has no write in its gold chain")
 
 
-def partial_case(universe: Path) -> tuple[Task, list[tuple[str, dict[str, Any]]], float]:
+def partial_case(universe: Path, *, conversational: bool = False) -> tuple[Task, list[tuple[str, dict[str, Any]]], float]:
     """A task, the gold calls up to its first goal write, and the partial reward they earn (strictly
-    between 0 and 1), as a Session computes it: what every adapter must report under reward_shape."""
+    between 0 and 1), as a Session computes it: what every adapter must report under reward_shape.
+
+    ``conversational``: the reward as an adapter that talks with the scripted user scores it (the
+    policy's procedure checks count: the calls were made without asking for a yes)."""
     from scaleenv.integrations.session import Session
 
     source = task_source(universe)
@@ -86,5 +89,26 @@ def partial_case(universe: Path) -> tuple[Task, list[tuple[str, dict[str, Any]]]
         finally:
             s.close()
         if 0.0 < score < 1.0:
-            return task, prefix, score
+            return task, prefix, conversational_score(universe, task, prefix) if conversational else score
     raise AssertionError("no task of the small universe earns a partial reward from its first write")
+
+
+def conversational_score(universe: Path, task: Task, calls: list[tuple[str, dict[str, Any]]]) -> float:
+    """The partial reward of ``calls`` in a conversational Session with the scripted user (how the
+    SkyRL and verl adapters run a row): the policy's procedure checks count."""
+    from scaleenv.integrations.session import Session
+
+    s = Session(task_source(universe), task, user="scripted", mode="conversational", reward_shape="partial")
+    try:
+        for name, args in calls:
+            s.call(name, args)
+        return float(s.evaluate().score)
+    finally:
+        s.close()
+
+
+def write_task(universe: Path) -> Task:
+    """A task whose gold chain writes (refusals and questions have none)."""
+    return next(t for t in tasks(universe) if any(
+        (tool := task_source(universe).spec(t.domain).tool(c.tool)) is not None and tool.kind == "write"
+        for c in t.gold_chain))

@@ -21,7 +21,7 @@ if int(version("mcp").split(".")[0]) < 2:
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from integrations_support import answer, first_write, free_port, gold, small_universe, tasks  # noqa: E402
+from integrations_support import answer, first_write, free_port, gold, small_universe, tasks, write_task  # noqa: E402
 from scaleenv.integrations.session import EVALUATE_TOOL, USER_TOOL, task_source  # noqa: E402
 
 
@@ -120,7 +120,7 @@ def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None
 
 def test_streamable_http_sessions_have_their_own_worlds():
     u = small_universe()
-    task = tasks(u)[1]
+    task = write_task(u)
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "scaleenv.cli", "serve", str(u), "--task", task.id,
                              "--transport", "http", "--port", str(port), "--expose-evaluate"], env=_env(),

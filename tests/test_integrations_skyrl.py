@@ -60,7 +60,7 @@ def test_reward_shape_from_env_config(rows):
 
     register_skyrl()
     u = small_universe()
-    task, calls, want = partial_case(u)
+    task, calls, want = partial_case(u, conversational=True)
     row = next(r for r in rows if r["reward_spec"]["ground_truth"] == task.id)
     for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):
         env = skyrl_gym.make("scaleenv", env_config={"reward_shape": shape}, extras=row)

@@ -89,7 +89,7 @@ def test_toolset_reward_shape():
     from integrations_support import partial_case
 
     u = small_universe()
-    task, calls, want = partial_case(u)
+    task, calls, want = partial_case(u, conversational=True)
 
     async def main() -> None:
         for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):

@@ -139,7 +139,7 @@ def test_agent_loop_passes_the_reward_shape_through(tmp_path):
     from scaleenv.integrations.export import curriculum_rows
 
     u = small_universe()
-    task, calls, want = partial_case(u)
+    task, calls, want = partial_case(u, conversational=True)
     out = tmp_path / "verl.parquet"
     export_universe(u, "verl", out)
     row = next(r for r in read_rows(out) if r["extra_info"]["task_id"] == task.id)
