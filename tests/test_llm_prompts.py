@@ -280,3 +280,12 @@ def test_gate_prompt_states_the_threshold_and_the_structural_dependency():
     assert "the chain is added when p >= 0.5" in text
     assert "B depends directly on A when B needs a record A creates or a\nstate A writes" in text
     assert "worth growing" in text
+
+
+def test_instruction_prompt_says_filter_words_are_literal_values():
+    """A fresh reader took "every literal value (names, e-mails, dates, amounts, reasons)" to leave out a
+    status a lookup filters by, and got a repair round; the prompt names them, said as people say them."""
+    from importlib.resources import files
+
+    text = (files("scaleenv.synth.llm") / "prompts" / "instruction.txt").read_text()
+    assert "the words a lookup filters by" in text and '"in progress"' in text
