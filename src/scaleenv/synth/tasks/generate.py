@@ -444,21 +444,8 @@ class TaskBuilder:
         args = sampler.satisfying_args(primary)
         if args is None:
             raise TaskRejected(Reason.NO_SATISFYING_ARGS, primary.name)
-        mapping, clones = self.clone_path(focus[1], args[focus[0]], reserve=density)
-        keys = ctx.key_params(primary)
-        args = {k: mapping.get((keys[k], v), v) if k in keys else v for k, v in args.items()}
-        self.add_distractors(clones, density)
-        if first_failing_precondition(self.world, primary, bind_params(self.world, primary, args)) is not None:
-            raise TaskRejected(Reason.CLONE_BREAKS_PRECONDITIONS, primary.name)
-        self.add_children(clones, {v: k for k, v in mapping.items()}, primary, args)
-        args = self.trim_args(primary, args)
-        if args is None:
-            raise TaskRejected(Reason.UNSTATED_ARGUMENT, primary.name)
-        if self.exempt_input(primary, args):
-            raise TaskRejected(Reason.EXEMPT_INPUT, primary.name)
+        args = self.place_goal(primary, args, density)
         # 2. the seed chain: lookups, then the goal calls
-        self.resolve_entities(clones)
-        self.add_lookalikes()
         initial = self.world.snapshot()
         scratch = World.from_snapshot(self.spec, initial)
         try:
@@ -481,6 +468,34 @@ class TaskBuilder:
         if len(self.chain) > self.config.max_length:
             raise TaskRejected(Reason.CHAIN_TOO_LONG)
         return initial, level, density, withheld
+
+    def clone_goal_rows(self, tool: ToolSpec, args: dict[str, Any], density: int
+                        ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+        """Clone the rows ``tool`` acts on (with ``density`` look-alikes each and the target's
+        children); return ``args`` on the clones, and the clones."""
+        focus = self.ctx.focus(tool)
+        assert focus is not None
+        mapping, clones = self.clone_path(focus[1], args[focus[0]], reserve=density)
+        keys = self.ctx.key_params(tool)
+        args = {k: mapping.get((keys[k], v), v) if k in keys else v for k, v in args.items()}
+        self.add_distractors(clones, density)
+        if first_failing_precondition(self.world, tool, bind_params(self.world, tool, args)) is not None:
+            raise TaskRejected(Reason.CLONE_BREAKS_PRECONDITIONS, tool.name)
+        self.add_children(clones, {v: k for k, v in mapping.items()}, tool, args)
+        return args, clones
+
+    def place_goal(self, tool: ToolSpec, args: dict[str, Any], density: int) -> dict[str, Any]:
+        """The rows a goal call acts on, cloned into the task's world with their look-alikes and the
+        look-ups that find them; return the call's arguments, only those the user states."""
+        args, clones = self.clone_goal_rows(tool, args, density)
+        trimmed = self.trim_args(tool, args)
+        if trimmed is None:
+            raise TaskRejected(Reason.UNSTATED_ARGUMENT, tool.name)
+        if self.exempt_input(tool, trimmed):
+            raise TaskRejected(Reason.EXEMPT_INPUT, tool.name)
+        self.resolve_entities(clones)
+        self.add_lookalikes()
+        return trimmed
 
     def add_write_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> None:
         """The primary write goal; arguments that change nothing (a value set to what it holds) are

@@ -21,7 +21,6 @@ from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, exempt_columns
 from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.policy import broken_rules
-from scaleenv.tools.runtime import bind_params, first_failing_precondition
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
 
@@ -140,12 +139,7 @@ class ConditionalBuilder(TaskBuilder):
         args = ArgSampler(self.world, rng).satisfying_args(primary)
         if args is None:
             raise TaskRejected(Reason.NO_SATISFYING_ARGS, primary.name)
-        mapping, clones = self.clone_path(focus[1], args[focus[0]], reserve=density)
-        args = {k: mapping.get((ctx.key_params(primary).get(k, ""), v), v) for k, v in args.items()}
-        self.add_distractors(clones, density)
-        if first_failing_precondition(self.world, primary, bind_params(self.world, primary, args)) is not None:
-            raise TaskRejected(Reason.CLONE_BREAKS_PRECONDITIONS, primary.name)
-        self.add_children(clones, {v: k for k, v in mapping.items()}, primary, args)
+        args, clones = self.clone_goal_rows(primary, args, density)
         trimmed = self.trim_args(primary, args)
         if trimmed is None or self.exempt_input(primary, trimmed):
             raise TaskRejected(Reason.UNSTATED_ARGUMENT, primary.name)

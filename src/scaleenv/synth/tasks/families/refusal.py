@@ -85,26 +85,6 @@ class RefusalBuilder(TaskBuilder):
             raise TaskRejected(Reason.TWO_REFUSALS)
         self.answer_facts.append({"name": REFUSAL_FACT, "value": rule.reason, "rivals": rivals})
 
-    def target(self, tool: ToolSpec, args: dict[str, Any], density: int) -> dict[str, Any]:
-        """Clone the rows the call acts on (with look-alikes); the call's arguments on the clones."""
-        ctx = self.ctx
-        focus = ctx.focus(tool)
-        assert focus is not None
-        mapping, clones = self.clone_path(focus[1], args[focus[0]], reserve=density)
-        args = {k: mapping.get((ctx.key_params(tool).get(k, ""), v), v) for k, v in args.items()}
-        self.add_distractors(clones, density)
-        if first_failing_precondition(self.world, tool, bind_params(self.world, tool, args)) is not None:
-            raise TaskRejected(Reason.CLONE_BREAKS_PRECONDITIONS, tool.name)
-        self.add_children(clones, {v: k for k, v in mapping.items()}, tool, args)
-        trimmed = self.trim_args(tool, args)
-        if trimmed is None:
-            raise TaskRejected(Reason.UNSTATED_ARGUMENT, tool.name)
-        if self.exempt_input(tool, trimmed):
-            raise TaskRejected(Reason.EXEMPT_INPUT, tool.name)
-        self.resolve_entities(clones)
-        self.add_lookalikes()
-        return trimmed
-
     def add_evidence(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any]) -> None:
         """Look up the records the rule reads beyond the target (the flight of a reservation), so the
         task's tools can show why the request is refused; a rule whose data no tool shows is rejected."""
@@ -146,7 +126,7 @@ class RefusalBuilder(TaskBuilder):
         _, (d_lo, d_hi), withheld, _ = LEVELS[level]
         density = self.rng.randint(d_lo, d_hi)
         rule, tool, args = self.find_violation()
-        args = self.target(tool, args, density)
+        args = self.place_goal(tool, args, density)
         self.add_evidence(rule, tool, args)
         initial = self.world.snapshot()
         scratch = World.from_snapshot(self.spec, initial)
