@@ -71,6 +71,23 @@ def test_one_itemised_yes_covers_every_write_it_lists_and_only_those():
     assert dict(procedure_checks(task, spec, replaced))[CONFIRMATION] is False
 
 
+def test_a_yes_to_a_short_reask_covers_the_proposal_the_user_answered_otherwise():
+    spec, task, write, search, _ = _case()
+    head = [_user("Hi, I am Mr. Micheal Smith II."), _call(0, search, {"full_name": "Mr. Micheal Smith II"}),
+            _out(0, {"id": "X"}),
+            _say("Here is what I will do: renew PAT-0050; create a page titled Update privacy page; lend CPY-0087. "
+                 "Do you confirm all of these (yes/no)?"), _user("The plan id is PLN-0005."),
+            _say("Before I make these three changes I need an explicit yes: shall I go ahead?"),
+            _user("Yes, please go ahead.")]
+    listed = [_call(1, write, {"patron_id": "PAT-0050"}), _out(1, {"id": "X"}),
+              _call(2, write, {"title": "Update privacy page"}), _out(2, {"id": "Y"}),
+              _call(3, write, {"copy_id": "CPY-0087"}), _out(3, {"id": "Z"})]
+    assert dict(procedure_checks(task, spec, head + listed))[CONFIRMATION] is True
+    # a no in between withdraws the proposal: the later yes covers only what was asked after it
+    declined = [*head[:5], _user("No, wait."), *head[5:]]
+    assert dict(procedure_checks(task, spec, declined + listed))[CONFIRMATION] is False
+
+
 def test_a_lookup_by_part_of_the_name_that_returns_the_user_verifies_them():
     spec, task, write, search, ident = _case()
     ask, yes = _say("Shall I go ahead with the change?"), _user("Yes, please go ahead.")

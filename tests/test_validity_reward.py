@@ -8,8 +8,8 @@ import json
 import pytest
 
 import example_domain
-from scaleenv.formats.task import AnswerFact, Task, UserProfile
-from scaleenv.reward import compute_reward, fact_stated
+from scaleenv.formats.task import REFUSAL_FACT, AnswerFact, Task, UserProfile
+from scaleenv.reward import compute_reward, fact_stated, fact_stated_in
 from scaleenv.reward.facts import stated_datetimes
 from scaleenv.tools.runtime import run_tool
 from scaleenv.world import World
@@ -175,3 +175,35 @@ def test_the_last_word_on_an_attribute_counts_not_an_earlier_description():
     bags = AnswerFact(name="free_bags_left", value=2, rivals=[0, 1])
     assert fact_stated_in(bags, ["You have used 1 bag so far.", "You can still check 2 bags free of charge."])
     assert not fact_stated_in(bags, ["0, 1 or 2 bags."])
+
+
+@pytest.mark.parametrize(("reason", "said"), [
+    ("above 150 dollars", "A check with a subtotal above $150 cannot be voided by an agent; this one is $359.77."),
+    ("above 150 dollars", "It comes to more than 150 USD, so I can't void it."),
+    ("less than 30 days", "The account was opened under 30 days ago."),
+    ("within 9 months", "The wedding is within the next 9 months, so it cannot be cancelled."),
+    ("70 percent", "The course is already 70% complete."),
+    ("larger than 1500 KB", "That attachment is over 1,500 kb."),
+    ("2000 dollars", "The limit is $2,000.00."),
+    ("more than 23 kg", "The bag weighs over 23kg."),
+])
+def test_a_policy_reason_is_stated_in_any_common_wording(reason, said):
+    fact = AnswerFact(name=REFUSAL_FACT, value=reason)
+    assert fact_stated(fact, said)
+    assert fact_stated_in(fact, ["Let me check.", said])
+
+
+@pytest.mark.parametrize("said", ["The subtotal is below $150.", "It is above $1,500.", "I cannot void it.",
+                                  "It is above 150 points."])
+def test_a_policy_reason_is_not_stated_by_other_figures_or_no_reason(said):
+    assert not fact_stated(AnswerFact(name=REFUSAL_FACT, value="above 150 dollars"), said)
+
+
+def test_a_rival_reason_in_other_words_is_asserted_too():
+    fact = AnswerFact(name=REFUSAL_FACT, value="above 150 dollars", rivals=["less than 30 days"])
+    assert fact_stated(fact, "It is over $150.")
+    assert not fact_stated(fact, "It is over $150, and it was opened under 30 days ago.")
+
+
+def test_reason_wording_applies_only_to_policy_reasons():
+    assert not fact_stated(AnswerFact(name="note", value="above 150 dollars"), "over $150")

@@ -15,7 +15,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from scaleenv.formats.task import AnswerFact
+from scaleenv.formats.task import REFUSAL_FACT, AnswerFact
 from scaleenv.reward.match import normalize_text
 
 _NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
@@ -130,6 +130,70 @@ def value_stated(value: Any, text: str, *, fuzzy: bool = True) -> bool:
     return fuzzy and len(needle) >= 12 and fuzz.partial_ratio(needle, hay) >= 92
 
 
+# A policy's reason is said in many ways: "above 150 dollars" is "over $150", "more than 150 USD".
+# Both sides are brought to one wording (a comparison word, a bare number, one unit word) and the
+# reason counts as stated when every one of its words is in the text.
+_COMPARE = [
+    (re.compile(r"\b(?:more than|greater than|larger than|higher than|bigger than|in excess of|exceed(?:s|ing|ed)?|"
+                r"over|above)\b"), " above "),
+    (re.compile(r"\b(?:less than|fewer than|lower than|smaller than|under|below)\b"), " below "),
+    (re.compile(r"\bwithin(?: the (?:last|past|next))?\b"), " within "),
+]
+_UNITS = [
+    (re.compile(r"(?:\$|\busd\s*|\bus\$)\s*(\d[\d,]*(?:\.\d+)?)"), r" \1 dollars "),
+    (re.compile(r"(\d)\s*(?:usd|dollars?|bucks|\$)(?!\w)"), r"\1 dollars "),
+    (re.compile(r"(\d)\s*(?:%|per ?cent\b)"), r"\1 percent "),
+    (re.compile(r"(\d)\s*(?:kg|kgs|kilos?|kilograms?)\b"), r"\1 kg "),
+    (re.compile(r"(\d)\s*(?:kb|kilobytes?)\b"), r"\1 kb "),
+    (re.compile(r"(\d)[\s-]*(day|week|month|year|hour|minute|share|view|like|hectare)s?\b"), r"\1 \2s "),
+]
+_NUMBER_TOKEN = re.compile(r"(?<![\w.])(\d[\d,]*)(?:\.(\d+))?(?![\w])")
+_FILLER = {"a", "an", "the", "of", "is", "are", "it", "its", "than", "ago", "before", "after", "to", "for", "and"}
+
+
+def _canon_number(m: re.Match[str]) -> str:
+    whole, frac = m.group(1).replace(",", ""), (m.group(2) or "").rstrip("0")
+    return f"{int(whole)}.{frac}" if frac else str(int(whole))
+
+
+def reason_words(text: str) -> list[str]:
+    """``text`` in one wording for reasons: comparisons, currencies, percentages and units folded,
+    numbers bare (``$1,500.00`` is ``1500 dollars``), filler words dropped."""
+    t = text.casefold()
+    for pattern, repl in _UNITS:
+        t = pattern.sub(repl, t)
+    for pattern, repl in _COMPARE:
+        t = pattern.sub(repl, t)
+    t = _NUMBER_TOKEN.sub(_canon_number, t)
+    return [w for w in re.findall(r"\d+(?:\.\d+)?|[a-z]+", t) if w not in _FILLER]
+
+
+def reason_stated(reason: str, text: str) -> bool:
+    """Whether ``text`` gives the policy reason ``reason`` in any common wording: every word of the
+    reason (see :func:`reason_words`) occurs in the text, so "the subtotal is over $150" gives
+    "above 150 dollars"."""
+    need = reason_words(reason)
+    if not need:
+        return True
+    have = set(reason_words(text))
+    return all(w in have for w in need)
+
+
+def fact_value_stated(fact: AnswerFact, text: str, *, fuzzy: bool = True) -> bool:
+    """Whether ``text`` states ``fact``'s value: :func:`value_stated`, and for a policy reason
+    (:data:`~scaleenv.formats.task.REFUSAL_FACT`) any wording of it (:func:`reason_stated`)."""
+    if value_stated(fact.value, text, fuzzy=fuzzy):
+        return True
+    return fact.name == REFUSAL_FACT and isinstance(fact.value, str) and reason_stated(fact.value, text)
+
+
+def _rival_in(fact: AnswerFact, text: str) -> bool:
+    """Whether ``text`` asserts one of the fact's rivals (a rival reason in any wording, too)."""
+    reason = fact.name == REFUSAL_FACT
+    return any(value_stated(r, text, fuzzy=False) or (reason and isinstance(r, str) and reason_stated(r, text))
+               for r in fact.rivals if not _same(r, fact.value))
+
+
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool | str):
         return abs(float(a) - float(b)) <= 0.005
@@ -145,20 +209,17 @@ def fact_stated(fact: AnswerFact, text: str) -> bool:
     near match to be meaningful. A text that also asserts a rival value (one a look-alike record
     holds for the same attribute) does not state the fact: listing every candidate's value fails.
     """
-    if not value_stated(fact.value, text):
+    if not fact_value_stated(fact, text):
         return False
-    rest = text
-    if isinstance(fact.value, str) and _iso_value(fact.value) is None and fact.value.strip():
-        # a rival that is part of the value ("Rex" in "Rex Junior") is not asserted by the value itself
-        rest = re.sub(re.escape(fact.value.strip()), " ", text, flags=re.IGNORECASE)
-    return not any(value_stated(r, rest, fuzzy=False) for r in fact.rivals if not _same(r, fact.value))
+    return not _asserts_rival(fact, text)
 
 
 def _asserts_rival(fact: AnswerFact, text: str) -> bool:
     rest = text
     if isinstance(fact.value, str) and _iso_value(fact.value) is None and fact.value.strip():
+        # a rival that is part of the value ("Rex" in "Rex Junior") is not asserted by the value itself
         rest = re.sub(re.escape(fact.value.strip()), " ", text, flags=re.IGNORECASE)
-    return any(value_stated(r, rest, fuzzy=False) for r in fact.rivals if not _same(r, fact.value))
+    return _rival_in(fact, rest)
 
 
 def fact_stated_in(fact: AnswerFact, messages: Sequence[str]) -> bool:
@@ -167,7 +228,7 @@ def fact_stated_in(fact: AnswerFact, messages: Sequence[str]) -> bool:
     a record before changing it ("status paid", then "now cancelled") is fair, while one message
     listing every candidate's value is not."""
     for text in reversed(messages):
-        has_value = value_stated(fact.value, text)
+        has_value = fact_value_stated(fact, text)
         has_rival = _asserts_rival(fact, text)
         if has_value or has_rival:
             return has_value and not has_rival

@@ -16,7 +16,8 @@ has a sentence that begins with a yes ("Yes", "Sure, go ahead") and none that be
 in one assistant message share one yes. A yes also covers every later write that the proposal it
 answered (the agent's text since the user's previous message) names by one of its record ids or
 distinctive argument values (an itemised "Shall I renew PAT-0050, create ... and lend CPY-0087?"),
-until the agent asks something else.
+until the agent asks something else. A proposal the user answered with neither a yes nor a no stands:
+the yes to "shall I go ahead with these four changes?" asked right after covers what it listed.
 
 The checks need someone to ask. :class:`~scaleenv.env.core.ToolEnv` requires them in conversational
 mode only (an unmet check sets the binary reward to 0 and adds a line to the diff); in solo mode,
@@ -222,7 +223,7 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
     need = {id(e) for e in covered}
     asked = confirmed = False
     proposal = ""  # the text the standing yes answered
-    said_since: list[str] = []  # the agent's text since the user's previous message
+    said_since: list[str] = []  # the agent's text since the user last said yes or no
     last_turn = -1
     for ev in evs:
         if ev.kind == "agent":
@@ -231,10 +232,16 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
         elif ev.kind == "user":
             if asked:  # any other answer to the question revokes a yes
                 said = [x for x in re.split(r"(?<=[.!?])\s+|\n+", ev.text) if x.strip()]
-                confirmed = any(_YES.search(x) for x in said) and not any(_NO.search(x) for x in said)
+                yes, no = any(_YES.search(x) for x in said), any(_NO.search(x) for x in said)
+                confirmed = yes and not no
                 proposal = "\n".join(said_since) if confirmed else ""
+                if yes or no:
+                    said_since = []
+                # neither: the user answered something else, and the agent's proposal still stands
+                # (asked again in short, "shall I make these four changes?", it is the same proposal)
+            else:
+                said_since = []
             asked = False
-            said_since = []
         elif id(ev) in need and ev.turn != last_turn:
             if confirmed:
                 confirmed, last_turn = False, ev.turn
