@@ -33,7 +33,15 @@ from scaleenv.llm.base import LLMOutputError
 from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.prompts import render
-from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_text
+from scaleenv.synth.llm.render import (
+    and_parents,
+    jdump,
+    next_ids,
+    next_ids_text,
+    sample_rows,
+    tables_text,
+    tool_text,
+)
 from scaleenv.tools.sandbox import vet_tool
 from scaleenv.tools.sandboxed_tests import test_tool_sandboxed
 from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
@@ -204,6 +212,19 @@ def _check_debug(obj: object) -> list[str]:
     return problems
 
 
+def with_new_errors(abstract: dict[str, Any], impl: dict[str, Any]) -> dict[str, Any]:
+    """``abstract`` with the error codes that ``impl``'s preconditions name and the tool does not have
+    yet (described by their message), as :func:`make_tool` adds them to the tool."""
+    errors = list(abstract.get("errors") or [])
+    codes = {e.get("code") for e in errors}
+    for c in impl.get("preconditions") or []:
+        code = c.get("error") if isinstance(c, dict) else None
+        if isinstance(code, str) and code and code not in codes:
+            codes.add(code)
+            errors.append({"code": code, "description": str(c.get("message") or code.replace("_", " "))})
+    return {**abstract, "errors": errors}
+
+
 class ToolImplementer:
     """Implements and tests the tools of one domain (thread-safe; one tool per call)."""
 
@@ -245,8 +266,10 @@ class ToolImplementer:
     def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
         world = World.from_snapshot(self.spec, self.base)
         try:
-            rows = sample_rows(world, names, per_table=1)
-            ids = next_ids_text(next_ids(world, names, skip=100))
+            # ids and links only: the filler obeys the typed constraints, not the rules the descriptions
+            # state (a completed ride with no fare), so its other values are no examples to copy
+            rows = sample_rows(world, names, per_table=2, keys_only=True)
+            ids = next_ids_text(next_ids(world, and_parents(self.spec, names), skip=100))
         finally:
             world.close()
         msgs = render("test", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
@@ -295,7 +318,9 @@ class ToolImplementer:
         history: list[dict[str, Any]] = []
         try:
             impl = self.code(abstract)
-            tests = self.tests(abstract, names, tables)
+            # the codes the code agent named reach the test (and debug) prompts as the tool's errors
+            shown = with_new_errors(abstract, impl)
+            tests = self.tests(shown, names, tables)
         except LLMOutputError as e:  # unusable output drops the tool; a failing endpoint stops the build
             return _dropped(name, 0, [f"no usable implementation or tests: {e}"], history)
         failures: list[str] = []
@@ -315,7 +340,7 @@ class ToolImplementer:
             if round_no == self.cfg.debug_rounds:
                 break
             try:
-                fix = self.debug(abstract, tables, impl, tests, failures, round_no + 1)
+                fix = self.debug(with_new_errors(abstract, impl), tables, impl, tests, failures, round_no + 1)
             except LLMOutputError as e:
                 history.append({"round": round_no + 1, "failures": [f"debug agent gave no usable fix: {e}"]})
                 break
