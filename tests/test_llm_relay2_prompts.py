@@ -16,7 +16,7 @@ from scaleenv.synth.graph.build import build_graph
 from scaleenv.synth.llm.chaincode import parse_chain
 from scaleenv.synth.llm.config import SynthConfig
 from scaleenv.synth.llm.design import DomainProfile, normalize_tools, parse_database
-from scaleenv.synth.llm.implement import ToolImplementer, make_tool, with_new_errors
+from scaleenv.synth.llm.implement import ToolImplementer, make_tool, same_record_errors, with_new_errors
 from scaleenv.synth.llm.prompts import render
 from scaleenv.synth.llm.render import parse_sample_rows
 from scaleenv.synth.llm.seedrows import seed_world
@@ -64,6 +64,24 @@ def test_the_models_own_not_found_code_serves_a_role_named_id_parameter():
     # with no code of its own, the added one is named after the record too
     tools, _ = normalize_tools({"tools": [_move([{"code": "bike_not_found"}])]})
     assert [e["code"] for e in tools[0]["errors"]] == ["bike_not_found", "station_not_found"]
+
+
+def test_a_role_named_not_found_code_in_the_code_is_the_declared_one():
+    """The code agent wrote `to_pet_not_found` where the tool declares `pet_not_found`: the tool keeps one
+    code for the rule, and the test cases expecting the repeat expect the declared code."""
+    design, _ = parse_database(database(), TOOLS, PROFILE, CFG)
+    abstract = next(t for t in TOOLS if t["name"] == "get_pet")
+    impl = implementation("get_pet", first=False)
+    impl["preconditions"] = [{**c, "error": "to_pet_not_found"} if c["error"] == "pet_not_found" else c
+                             for c in impl["preconditions"]]
+    tool, problems = make_tool(abstract, impl, design.param_columns, design.tool_tables["get_pet"])
+    assert not problems
+    codes = [e.code for e in tool.errors]
+    assert "to_pet_not_found" not in codes and codes.count("pet_not_found") == 1
+    assert "pet_not_found" in {c.error for c in tool.preconditions}
+    tests = same_record_errors({"cases": [{"kind": "negative", "args": {}, "error": "to_pet_not_found"}]}, abstract)
+    assert tests["cases"][0]["error"] == "pet_not_found"
+    assert "to_pet_not_found" not in [e["code"] for e in with_new_errors(abstract, impl)["errors"]]
 
 
 def test_tool_schema_prompt_says_how_not_found_codes_are_named():

@@ -158,6 +158,16 @@ def _not_found_code(param: str, errors: list[dict[str, str]]) -> str:
     return (exact or sorted(c for c in codes if c.endswith("_not_found") and noun in c) or [""])[0]
 
 
+def same_record_code(code: str, codes: set[str]) -> str:
+    """The declared not-found code that ``code`` repeats for one record, else ``code``: a code agent that
+    writes ``to_station_not_found`` where the tool declares ``station_not_found`` means the same rule."""
+    if code in codes or not code.endswith("_not_found"):
+        return code
+    words = code[: -len("_not_found")].split("_")
+    tails = [f"{'_'.join(words[i:])}_not_found" for i in range(1, len(words))]
+    return next((t for t in tails if t in codes), code)
+
+
 def design_tools(ask: Scoped, profile: DomainProfile, cfg: SynthConfig) -> list[dict[str, Any]]:
     """The tool-schema agent: ``cfg.min_tools``..``cfg.max_tools`` abstract tools."""
     result: dict[str, list[dict[str, Any]]] = {}
