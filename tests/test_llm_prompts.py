@@ -276,7 +276,7 @@ def test_prompts_say_what_a_fresh_reader_got_wrong_in_the_relay_run():
 # the gate knows its threshold and what a direct dependency is (a reader had to guess both)
 def test_gate_prompt_states_the_threshold_and_the_structural_dependency():
     text = render("gate", title="t", included=9, complexity="0.30", remaining=25, feasibility="1.00", k=4,
-                  chains=1, tau="0.5")[1]["content"]
+                  chains=1, tau="0.5", max_chains=3)[1]["content"]
     assert "the chain is added when p >= 0.5" in text
     assert "B depends directly on A when B needs a record A creates or a\nstate A writes" in text
     assert "worth growing" in text

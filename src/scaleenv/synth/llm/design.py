@@ -128,16 +128,44 @@ def normalize_tools(obj: object) -> tuple[list[dict[str, Any]], list[str]]:
                 errors.append({"code": code, "description": str(e.get("description", "")) if isinstance(e, dict)
                                else ""})
         for p in params:  # every id parameter, an optional filter too, can be rejected as unknown
-            if p["name"].endswith("_id"):
-                entity = re.sub(r"^(new|source|target|parent|old|current)_", "", p["name"][:-3]) or "record"
-                if not any(e["code"].endswith("_not_found") and entity in e["code"] for e in errors):
-                    errors.append({"code": f"{entity}_not_found",
-                                   "description": f"No {entity.replace('_', ' ')} has the given {p['name']}."})
+            if p["name"].endswith("_id") and not _not_found_code(p["name"], errors):
+                entity = _record_noun(p["name"])
+                errors.append({"code": f"{entity}_not_found",
+                               "description": f"No {entity.replace('_', ' ')} has the given {p['name']}."})
         tools.append({"name": name, "kind": kind if kind in ("read", "write") else "read", "description": desc,
                       "parameters": params, "output": str(t.get("output") or t.get("returns") or ""),
                       "preconditions": [str(x) for x in t.get("preconditions") or []],
                       "postconditions": [str(x) for x in t.get("postconditions") or []], "errors": errors})
     return tools, problems
+
+
+_ROLE_WORDS = r"^(new|source|target|parent|old|current|to|from|start|end|origin|destination)_"
+
+
+def _record_noun(param: str) -> str:
+    """The record an id parameter names, less its role word: to_station_id -> station."""
+    return re.sub(_ROLE_WORDS, "", param[:-3]) or "record"
+
+
+def _not_found_code(param: str, errors: list[dict[str, str]]) -> str:
+    """The tool's own not-found code for id parameter ``param``: ``<record>_not_found`` for the parameter's
+    name less ``_id`` or any tail of it (station_not_found serves to_station_id), '' if it has none."""
+    words = param[:-3].split("_")
+    tails = {"_".join(words[i:]) for i in range(len(words))} | {_record_noun(param)}
+    codes = {e["code"] for e in errors}
+    exact = [f"{t}_not_found" for t in sorted(tails, key=len, reverse=True) if f"{t}_not_found" in codes]
+    noun = _record_noun(param)
+    return (exact or sorted(c for c in codes if c.endswith("_not_found") and noun in c) or [""])[0]
+
+
+def same_record_code(code: str, codes: set[str]) -> str:
+    """The declared not-found code that ``code`` repeats for one record, else ``code``: a code agent that
+    writes ``to_station_not_found`` where the tool declares ``station_not_found`` means the same rule."""
+    if code in codes or not code.endswith("_not_found"):
+        return code
+    words = code[: -len("_not_found")].split("_")
+    tails = [f"{'_'.join(words[i:])}_not_found" for i in range(1, len(words))]
+    return next((t for t in tails if t in codes), code)
 
 
 def design_tools(ask: Scoped, profile: DomainProfile, cfg: SynthConfig) -> list[dict[str, Any]]:

@@ -32,8 +32,17 @@ from scaleenv.formats.domain import (
 from scaleenv.llm.base import LLMOutputError
 from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.config import SynthConfig
+from scaleenv.synth.llm.design import same_record_code
 from scaleenv.synth.llm.prompts import render
-from scaleenv.synth.llm.render import jdump, next_ids, next_ids_text, sample_rows, tables_text, tool_text
+from scaleenv.synth.llm.render import (
+    and_parents,
+    jdump,
+    next_ids,
+    next_ids_text,
+    sample_rows,
+    tables_text,
+    tool_text,
+)
 from scaleenv.tools.sandbox import vet_tool
 from scaleenv.tools.sandboxed_tests import test_tool_sandboxed
 from scaleenv.tools.testing import UNEXPECTED, TestResult, ToolReport
@@ -127,6 +136,8 @@ def make_tool(abstract: dict[str, Any], impl: dict[str, Any], param_columns: dic
         problems.append("source: a python implementation needs the source of run(db, args)")
     errors = [ErrorSpec(code=e["code"], description=e.get("description", "")) for e in abstract.get("errors", [])]
     declared = {e.code for e in errors}
+    # one code per not-found rule: a role-named repeat of a declared code (to_station_not_found) is that code
+    pre = [c.model_copy(update={"error": same_record_code(c.error, declared)}) for c in pre]
     for c in pre + post:
         if c.error not in declared:
             errors.append(ErrorSpec(code=c.error, description=c.message or c.error.replace("_", " ")))
@@ -204,6 +215,28 @@ def _check_debug(obj: object) -> list[str]:
     return problems
 
 
+def with_new_errors(abstract: dict[str, Any], impl: dict[str, Any]) -> dict[str, Any]:
+    """``abstract`` with the error codes that ``impl``'s preconditions name and the tool does not have
+    yet (described by their message), as :func:`make_tool` adds them to the tool."""
+    errors = list(abstract.get("errors") or [])
+    codes = {str(e.get("code")) for e in errors}
+    for c in impl.get("preconditions") or []:
+        code = c.get("error") if isinstance(c, dict) else None
+        if isinstance(code, str) and code and same_record_code(code, codes) not in codes:
+            codes.add(code)
+            errors.append({"code": code, "description": str(c.get("message") or code.replace("_", " "))})
+    return {**abstract, "errors": errors}
+
+
+def same_record_errors(tests: dict[str, Any], abstract: dict[str, Any]) -> dict[str, Any]:
+    """``tests`` with each case's expected error read as :func:`make_tool` reads the code's (one code per
+    not-found rule)."""
+    codes = {str(e.get("code")) for e in abstract.get("errors") or []}
+    cases = [{**c, "error": same_record_code(c["error"], codes)} if isinstance(c, dict) and isinstance(
+        c.get("error"), str) else c for c in tests.get("cases") or []]
+    return {**tests, "cases": cases}
+
+
 class ToolImplementer:
     """Implements and tests the tools of one domain (thread-safe; one tool per call)."""
 
@@ -245,8 +278,10 @@ class ToolImplementer:
     def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
         world = World.from_snapshot(self.spec, self.base)
         try:
-            rows = sample_rows(world, names, per_table=1)
-            ids = next_ids_text(next_ids(world, names, skip=100))
+            # ids and links only: the filler obeys the typed constraints, not the rules the descriptions
+            # state (a completed ride with no fare), so its other values are no examples to copy
+            rows = sample_rows(world, names, per_table=2, keys_only=True)
+            ids = next_ids_text(next_ids(world, and_parents(self.spec, names), skip=100))
         finally:
             world.close()
         msgs = render("test", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
@@ -295,7 +330,9 @@ class ToolImplementer:
         history: list[dict[str, Any]] = []
         try:
             impl = self.code(abstract)
-            tests = self.tests(abstract, names, tables)
+            # the codes the code agent named reach the test (and debug) prompts as the tool's errors
+            shown = with_new_errors(abstract, impl)
+            tests = same_record_errors(self.tests(shown, names, tables), shown)
         except LLMOutputError as e:  # unusable output drops the tool; a failing endpoint stops the build
             return _dropped(name, 0, [f"no usable implementation or tests: {e}"], history)
         failures: list[str] = []
@@ -315,7 +352,7 @@ class ToolImplementer:
             if round_no == self.cfg.debug_rounds:
                 break
             try:
-                fix = self.debug(abstract, tables, impl, tests, failures, round_no + 1)
+                fix = self.debug(with_new_errors(abstract, impl), tables, impl, tests, failures, round_no + 1)
             except LLMOutputError as e:
                 history.append({"round": round_no + 1, "failures": [f"debug agent gave no usable fix: {e}"]})
                 break
@@ -325,7 +362,7 @@ class ToolImplementer:
             if fix.get("fixture") is not None:
                 tests = {**tests, "fixture": fix["fixture"]}
             if fix.get("cases") is not None:
-                tests = {**tests, "cases": fix["cases"]}
+                tests = same_record_errors({**tests, "cases": fix["cases"]}, with_new_errors(abstract, impl))
         return _dropped(name, len([h for h in history if "failures" in h]), failures, history, tool, last)
 
     def build_all(self, abstracts: list[dict[str, Any]], progress: ToolProgress | None = None) -> list[ToolBuild]:

@@ -134,16 +134,34 @@ def abstract_line(t: dict[str, Any]) -> str:
     return f"{t['name']}({t.get('kind', 'read')}): {summary(t.get('description', ''))} | {params} | {errors}"
 
 
-def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: int = 3000) -> str:
+def _state_column(table: Table) -> str | None:
+    """The column whose values tell a row's state apart (a status or state enum, else any enum)."""
+    enums = [c.name for c in table.columns if c.enum]
+    return next((n for n in enums if n in ("status", "state")), enums[0] if enums else None)
+
+
+def sample_rows(world: World, tables: list[str], per_table: int = 3, max_chars: int = 3000,
+                keys_only: bool = False, spread: bool = False) -> str:
     """Whole rows only, compactly: per table one line naming its columns, then one JSON array per row
-    (every table's first row always, further rows while they fit in ``max_chars``)."""
+    (every table's first row always, further rows while they fit in ``max_chars``). ``keys_only`` shows a
+    row's id and links only (filler whose other values a reader must not copy); ``spread`` shows one row
+    of each state (status value) first, so that what a chain can do on the data is visible."""
     heads: dict[str, str] = {}
     by_table: dict[str, list[str]] = {}
     for t in dict.fromkeys(tables):
-        if world.spec.table(t) is None:
+        table = world.spec.table(t)
+        if table is None:
             continue
-        pk = world.primary_key(t)
-        cur = world.conn.execute(f"SELECT * FROM {quote_ident(t)} ORDER BY {quote_ident(pk)} LIMIT ?", (per_table,))
+        pk = quote_ident(world.primary_key(t))
+        cols = "*"
+        if keys_only:
+            cols = ", ".join(quote_ident(c.name) for c in table.columns
+                             if c.name == table.primary_key or c.foreign_key)
+        order = pk
+        state = _state_column(table) if spread else None
+        if state:
+            order = f"ROW_NUMBER() OVER (PARTITION BY {quote_ident(state)} ORDER BY {pk}), {pk}"
+        cur = world.conn.execute(f"SELECT {cols} FROM {quote_ident(t)} ORDER BY {order} LIMIT ?", (per_table,))
         heads[t] = f"{t} ({', '.join(d[0] for d in cur.description)}):"
         by_table[t] = ["  " + json.dumps(list(r), ensure_ascii=False, default=str) for r in cur]
     shown: dict[str, list[str]] = {t: [] for t in by_table}

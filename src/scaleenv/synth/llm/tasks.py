@@ -443,7 +443,8 @@ class LLMTaskBuilder(TaskBuilder):
                          if (param := t.param(p)) is not None and param.required}
                         or {x for t in tools if t for x in _tables_of(t)})  # rows whose ids a chain passes
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
-                      rows=sample_rows(ex.world, tables, per_table=1), clock=self.spec.clock, k=k)
+                      rows=sample_rows(ex.world, tables, per_table=4, max_chars=2400, spread=True),
+                      clock=self.spec.clock, k=k)
         text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
         blocks = [b for lang, b in fenced_blocks(text) if lang in ("python", "py", "")][:k]
         ok, best = 0, None
@@ -471,13 +472,24 @@ class LLMTaskBuilder(TaskBuilder):
             return []
 
         msgs = render("gate", title=self.title, included=included, complexity=f"{c:.2f}", remaining=remaining,
-                      feasibility=f"{g:.2f}", k=self.cfg.best_of_k, chains=chains, tau=f"{self.cfg.tau:g}")
+                      feasibility=f"{g:.2f}", k=self.cfg.best_of_k, chains=chains, tau=f"{self.cfg.tau:g}",
+                      max_chains=self.cfg.max_chains)
         try:
             return float(self.ask.json("gate", msgs, validate=check)["p"])
         except LLMOutputError:
             return 0.0
 
     # --- 6. the user side ---------------------------------------------------------------------------
+    def growth_text(self) -> str:
+        """What the instruction agent must know of the chains the gate added: their tools only widen the
+        agent's choice; the expected state is the reference chain's result alone (see :meth:`expand`)."""
+        added = int(self.record.get("chains", 1)) - 1
+        if added <= 0:
+            return "This chain is the whole task: the expected final state is its result."
+        return (f"The expansion added {added} more chain(s) to the task, but only their tools: they are offered to "
+                "the agent as alternatives, and the expected final state is the result of the chain above alone. "
+                "So the customer asks for this chain only, never for what the added chains' tools do.")
+
     def write_user_side(self, withheld_n: int) -> tuple[str, dict[str, Any]]:
         literals = [v for v in literal_values(self.chain) if not isinstance(v, bool) and _norm(v)]
         known_ids = {str(v) for v in literals} | {str(r.get("id")) for rs in self.patch.values() for r in rs}
@@ -505,6 +517,7 @@ class LLMTaskBuilder(TaskBuilder):
             return problems
 
         msgs = render("instruction", title=self.title, chain=chain_to_python(self.chain), rows=rows or "(none)",
+                      growth=self.growth_text(),
                       answers=answers, withheld=("[] (the customer keeps nothing back)" if withheld_n <= 0 else
                                                  f"the names of at most {withheld_n} known facts the customer "
                                                  "reveals only when asked"))
