@@ -353,17 +353,34 @@ def cohere(spec: DomainSpec, table: Table, row: dict[str, Any], rng: random.Rand
             row[c.name] = d.replace(microsecond=0).isoformat() if c.type == "datetime" else d.date().isoformat()
         elif st in early:
             row[c.name] = None
-    for a, b, pb, owner in _owner_links(spec, table):
-        if row.get(a.name) is None:
-            continue
-        mine = [r["id"] for r in done.get(pb, []) if r.get(owner) == row[a.name]]
-        if mine:
-            row[b.name] = mine[rng.randrange(len(mine))]
-        elif done.get(pb):
-            # no such row of theirs: the link follows the other one (the owner of the named row)
-            named = next((r for r in done[pb] if r["id"] == row.get(b.name)), None)
-            if named is not None:
+    _cohere_owner_links(_owner_links(spec, table), row, rng, done)
+
+
+def _cohere_owner_links(links: list[tuple[Column, Column, str, str]], row: dict[str, Any], rng: random.Random,
+                        done: dict[str, list[dict[str, Any]]]) -> None:
+    """Make a row's links agree on their owners. Mending one pair can break another that shares a
+    column (a subscription's location names both its desk's and its member's location), so the pairs
+    are mended in rounds until they all agree: a link to another owner's row moves to one of the
+    owner's own rows, or is cleared when it is optional and the owner has none, or else the owner
+    follows the named row."""
+    for _round in range(4):
+        agreed = True
+        for a, b, pb, owner in links:
+            if row.get(a.name) is None or row.get(b.name) is None or not done.get(pb):
+                continue
+            named = next((r for r in done[pb] if r["id"] == row[b.name]), None)
+            if named is not None and named.get(owner) == row[a.name]:
+                continue
+            agreed = False
+            mine = [r["id"] for r in done[pb] if r.get(owner) == row[a.name]]
+            if mine:
+                row[b.name] = mine[rng.randrange(len(mine))]
+            elif b.nullable:
+                row[b.name] = None
+            elif named is not None:
                 row[a.name] = named.get(owner)
+        if agreed:
+            return
 
 
 def load_coherent(world: World, rows: dict[str, list[dict[str, Any]]], invariants: list[Invariant]) -> None:
@@ -439,20 +456,30 @@ def mend(spec: DomainSpec, rows: dict[str, list[dict[str, Any]]], violations: li
     return changed
 
 
+_MEND_ROUNDS = 4
+"""Repair rounds a seeded world gets before its first broken rule is reported."""
+
+
 def seed_world(spec: DomainSpec, seed: int = 0, scale: float = 1.0) -> World:
     """A world of ``spec`` filled with generated rows that obey its rules (``infer_invariants``).
 
-    Rows are drawn, checked, and the failing ones repaired once (the repair round names them);
+    Rows are drawn, checked, and the failing ones repaired (each round names them) for up to
+    :data:`_MEND_ROUNDS` rounds;
     every table loads in one transaction with deferred foreign keys, so two-way links load.
     Raises ScaleEnvError naming the row and the link or rule it breaks."""
     gen = RowGenerator(spec, seed, scale)
     rows = gen.rows()
     invariants = infer_invariants(spec)
-    world = World(spec)
-    try:
-        load_coherent(world, rows, invariants)
-        return world
-    except ScaleEnvError as first:
+    first: ScaleEnvError | None = None
+    for _round in range(_MEND_ROUNDS + 1):
+        world = World(spec)
+        try:
+            load_coherent(world, rows, invariants)
+            return world
+        except ScaleEnvError as e:
+            first = first or e
+        # mending a row can break a row that links to it (an invoice names a mended subscription),
+        # so the repair rounds go on while they change something
         scratch = World(spec)
         conn = scratch.conn
         with scratch.trusted():
@@ -465,6 +492,5 @@ def seed_world(spec: DomainSpec, seed: int = 0, scale: float = 1.0) -> World:
         bad = check_connection(conn, spec.model_copy(update={"invariants": invariants}), limit=1000)
         if not bad or not mend(spec, rows, bad, gen.rng, gen.clock):
             raise first from None
-    world = World(spec)
-    load_coherent(world, rows, invariants)
-    return world
+    assert first is not None
+    raise first
