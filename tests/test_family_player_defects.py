@@ -221,3 +221,17 @@ def test_family_goals_have_no_language_defects(family):
         for t in family_tasks(name, family, 4):
             for g in t.user_profile.goals:
                 assert language_defects(g, spec.clock) == [], (t.id, g)
+
+
+def test_a_referred_sentence_is_quoted_and_a_name_is_not():
+    from scaleenv.synth.tasks.families.description import DescriptionBuilder
+
+    ctx = context("social_media_messaging")
+    b = DescriptionBuilder(ctx, 0, 0, ChainConfig())
+    reports = ctx.spec.table("reports")
+    assert reports is not None
+    post = next(c for c in reports.columns if c.name == "post_id")
+    b.attrs = [post]
+    assert b.phrase(reports, {"post_id": "Arrive full speak population goal. Is unfounded"}) == \
+        'report with post "Arrive full speak population goal. Is unfounded"'
+    assert b.phrase(reports, {"post_id": "Dr. Elizabeth Barron"}) == "report with post Dr. Elizabeth Barron"

@@ -166,7 +166,9 @@ class DescriptionBuilder(SelectionBuilder):
                 said.append(f"{col_words(a)} {say(v)}")
             else:
                 text = str(v)
-                quoted = re.search(r"[.!?;:]", text.rstrip(".")) or len(text.split()) > 5 or text.endswith(".")
+                # a sentence ("Arrive full speak population goal."), not a name ("Dr. Elizabeth Barron")
+                quoted = bool(re.search(r"[a-z]{3}[.!?;:] \S", text)) or len(text.split()) > 5 \
+                    or (text.endswith((".", "!", "?")) and len(text.split()) > 2)
                 said.append(f'{col_words(a)} "{text}"' if quoted else f"{col_words(a)} {text}")
         if not said:
             return head
