@@ -558,7 +558,7 @@ _STIFF = (
     re.compile(r"\b(?i:the|my|your|lowest|highest|earliest|latest) (?:[a-z]+ ){0,2}" + _UNIT_WORDS +
                r"(?=\s+(?:of|for|is|are|was|to)\b|\s*[?.,;]|\s+with\b|$)"),
     # "with the highest charged": a superlative before a bare participle
-    re.compile(r"\b(?:lowest|highest|largest|smallest) [a-z]+ed(?=\s+(?:for|of|in|on|is|are|was)\b|\s*[?.,;]|$)"),
+    re.compile(r"\b(?:lowest|highest|largest|smallest) [a-z]+ed(?=\s+(?:for|of|in|on|is|are|was|just|has|had|and)\b|\s*[?.,;]|$)"),
     # "my out for delivery order", "the in progress task": a state of several words before its noun
     re.compile(r"\b(?:my|the|our|every|each|your|cheapest) (?:out for [a-z]+|in [a-z]+|on [a-z]+|"
                r"picked up|not [a-z]+|no show) (?!(?:for|of|with|by|at|to)\b)[a-z]+\b", re.IGNORECASE),
