@@ -13,6 +13,10 @@ Checks per task (each failure is one defect of the named class):
     lookalike_not_distractor a base-world record sharing a target's name is not counted as a distractor
     indiscriminate_answer    a look-alike's value for an answer fact states the answer too
     missing_tool             the task's tools lack a finder or corrector it needs (see expand.needed_tools)
+    no_self_finder           the user speaks for itself, the domain can find its record by a name, e-mail
+                             or phone, but the task's tools or the user's profile lack it (tasks.identity)
+    contradictory_requests   a refused request would change a cell an allowed goal changes, from the same
+                             state: two moves for one record ("resume it ... cancel it")
     zero_answers             (universe) more than 5% of the answer tasks have a zero or empty answer
 
 Further checks plug in through :data:`TASK_HOOKS` (``(task, context) -> [(class, detail)]``),
@@ -250,6 +254,18 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Episode, seed: int, res: Audit
         tool = spec.tool(name)
         if tool is not None and _exercisable(spec, init_snap, tool, ctx):
             res.add("missing_tool", tid, name)
+    # the user's own record: findable by what the user knows; requests that do not contradict
+    from scaleenv.synth.tasks.identity import finder_defect
+    from scaleenv.synth.tasks.validity import contradicting_requests
+
+    no_finder = finder_defect(spec, task)
+    if no_finder:
+        res.add("no_self_finder", tid, no_finder)
+    try:
+        for contra in contradicting_requests(spec, init_snap, task.gold_chain, task.forbidden):
+            res.add("contradictory_requests", tid, contra)
+    except ChainError:
+        pass  # reported by the gold gate
     for task_hook in TASK_HOOKS:
         for cls, detail in task_hook(task, ctx):
             res.add(cls, tid, detail)

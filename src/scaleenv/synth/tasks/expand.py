@@ -138,8 +138,10 @@ def needed_tools(ctx: DomainContext, chain: list[Call]) -> list[str]:
 
 
 def expand_tools(ctx: DomainContext, initial: bytes, chain: list[Call], rng: random.Random,
-                 min_tools: int = 20) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
-    """The task's exercisable tool set (chain tools first) and any rows patched in for them."""
+                 min_tools: int = 20, required: tuple[str, ...] = ()) -> tuple[list[str], dict[str, list[dict[str, Any]]]]:
+    """The task's exercisable tool set (chain tools first) and any rows patched in for them; the
+    ``required`` tools (the finder of the user's own record) join at the end where expansion left
+    them out and they run."""
     all_tools = [t.name for t in ctx.spec.tools]
     target = min(min_tools, len(all_tools))
     included = list(dict.fromkeys(c.tool for c in chain))
@@ -207,4 +209,7 @@ def expand_tools(ctx: DomainContext, initial: bytes, chain: list[Call], rng: ran
         if not added:
             failed.update(rest[:1])
         deferred = 0
+    for name in required:
+        if name not in included and ex.try_tool(name):
+            include(name)
     return included, ex.patch

@@ -32,7 +32,17 @@ from scaleenv.formats.task import (
 from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
 from scaleenv.synth.tasks.expand import expand_tools
 from scaleenv.synth.tasks.gates import run_gates
-from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human, language_defects
+from scaleenv.synth.tasks.identity import fact_key, finder_defect, owned_finders, usable_finders
+from scaleenv.synth.tasks.instruction import (
+    _PERSON_NAME_COLUMNS,
+    EntityRef,
+    Goal,
+    build_user_side,
+    human,
+    language_defects,
+    person_name,
+    speaker_of,
+)
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, fresh_unique, mend_rows, next_id
 from scaleenv.synth.tasks.tiers import TIER_KNOBS, draw_tier
@@ -40,6 +50,7 @@ from scaleenv.synth.tasks.validity import (
     ZERO_ANSWERS,
     answer_options,
     call_effect,
+    contradicting_requests,
     exempt_columns,
     fair_rivals,
     goal_effects,
@@ -618,15 +629,25 @@ class TaskBuilder:
             self.check_policy(initial)
             world, gold_keys, initial_hash, expected_hash = self.verify(initial)
         with _stage("expand"):
-            tools, extra = expand_tools(self.ctx, initial, self.chain + self.forbidden, self.rng, self.config.min_tools)
+            finder = self.self_finder()
+            tools, extra = expand_tools(self.ctx, initial, self.chain + self.forbidden, self.rng, self.config.min_tools,
+                                        required=(finder,) if finder else ())
+            if finder and finder not in tools:
+                raise TaskRejected(Reason.NO_SELF_FINDER, finder)
             if extra:
                 world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
             self.final_lookalikes(initial)
         with _stage("verify"):
             self.check_coherent(initial, world)
+            clash = contradicting_requests(self.spec, initial, self.chain, self.forbidden) if self.forbidden else []
+            if clash:
+                raise TaskRejected(Reason.CONTRADICTORY_REQUESTS, clash[0])
         with _stage("user_side"):
             task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
-            check_language(task)
+            check_language(task, self.spec.clock)
+            missing = finder_defect(self.spec, task)
+            if missing:
+                raise TaskRejected(Reason.NO_SELF_FINDER, missing)
         with _stage("gates"):
             worlds = TaskWorlds(initial, world, gold_keys, [])
             gates = run_gates(make_episode(self.spec, task, worlds), task, self.seed)
@@ -634,6 +655,45 @@ class TaskBuilder:
             raise TaskRejected(Reason.gate(gates.failures()[0]))
         task.verification.gates = gates.to_json()
         return task
+
+    def self_finder(self) -> str | None:
+        """The tool that finds the user's own record by what the user knows (policy rule 1 asks the
+        agent to look the customer up by name or e-mail), where the user speaks for itself and the
+        domain has one (else one that finds a record the user owns by its phone number); the user's
+        profile is made to know its attribute."""
+        me = speaker_of(self.spec, next(iter(self.entities.values()), None), self.entities)
+        if me is None:
+            return None
+        finders = usable_finders(self.spec, me.table, me.row)
+        if not finders:
+            return self.owned_finder(me)
+        in_chain = {c.tool for c in self.chain}
+        said = {me.display, *me.by} | {c for c in _PERSON_NAME_COLUMNS if me.row.get(c) == person_name(self.spec, me)}
+        # one the chain calls, else one by an attribute the user already names, else the first
+        pick = next((f for f in finders if f.tool in in_chain and f.column in said), None) \
+            or next((f for f in finders if f.column in said), None) or finders[0]
+        if pick.column not in said:
+            me.self_facts[fact_key(me.singular, pick.column)] = me.row[pick.column]
+        return pick.tool
+
+    def owned_finder(self, me: EntityRef) -> str | None:
+        """A finder of a record the user owns (their line by its phone number), with the user knowing
+        the value of one such record: one of the task's, else their first."""
+        for f in owned_finders(self.spec, me.table):
+            assert f.via is not None
+            ref = self.entities.get(f.table)
+            row = ref.row if ref is not None and ref.row.get(f.via) == me.row["id"] else None
+            if row is None or row.get(f.column) is None:
+                pk = self.world.primary_key(f.table)
+                got = self.world.conn.execute(
+                    f'SELECT "{f.column}" FROM "{f.table}" WHERE "{f.via}" = ? AND "{f.column}" IS NOT NULL '
+                    f'ORDER BY "{pk}" LIMIT 1', (me.row["id"],)).fetchone()
+                if got is None:
+                    continue
+                row = {f.column: got[0]}
+            me.self_facts[fact_key(self.ctx.singular(f.table), f.column)] = row[f.column]
+            return f.tool
+        return None
 
     def verify(self, initial: bytes) -> tuple[World, dict[str, list[Any]], str, str]:
         """Execute the chain on the initial state: the result is the expected state."""
@@ -817,10 +877,11 @@ class TaskBuilder:
         return out
 
 
-def check_language(task: Task) -> None:
-    """What the user says must read as a person speaks (the audit's language check, at build time)."""
+def check_language(task: Task, today: str | None = None) -> None:
+    """What the user says must read as a person speaks (the audit's language check, at build time);
+    ``today`` (the domain's clock) lets age words be checked against the dates said."""
     for text in [task.instruction, *task.user_profile.goals]:
-        bad = language_defects(text)
+        bad = language_defects(text, today)
         if bad:
             raise TaskRejected(Reason.LANGUAGE_DEFECT, bad[0])
 

@@ -42,6 +42,17 @@ def column_phrase(column: str) -> str:
     return f"{noun} {'time' if tail in ('at', 'for') else 'date'}"
 
 
+UNIT_WORDS = frozenset({"kg", "g", "lb", "km", "mi", "cm", "mm", "min", "mins", "sec", "secs", "pct", "kb", "mb",
+                        "gb", "usd", "eur", "kw", "kwh", "ml"})
+"""Unit suffixes of column names (``weight_kg``) that a person does not say with the attribute."""
+
+
+def drop_unit(phrase: str) -> str:
+    """An attribute without its unit suffix: "weight kg" -> "weight", "total size kb" -> "total size"."""
+    words = phrase.split()
+    return " ".join(words[:-1]) if len(words) > 1 and words[-1] in UNIT_WORDS else phrase
+
+
 _ENUM_WORDS = re.compile(r"^[a-z]+(_[a-z]+)+$")
 # codes only staff or systems see: never how a customer names a record while anything else tells it apart
 INTERNAL_CODE = re.compile(r"(^|_)(pos_code|sku|catalog_number|imdb_id|serial|serial_number|barcode|imei|"
@@ -71,6 +82,9 @@ class EntityRef:
     for Rex``): the user never gives its id or a fact that names it (computed and described selections)."""
     speaker_name: str | None = None
     """The name the user goes by when this entity is the user (its full name, not a user name)."""
+    self_facts: dict[str, Any] = field(default_factory=dict)
+    """Facts of the user's own records the user knows besides those that name it (the e-mail, or the
+    phone number of their line, the agent looks the user up by): profile key -> value."""
 
     def short(self) -> str:
         """The entity without its noun: ``Rex (birth date 2017-09-03)`` or ``APT-0081``."""
@@ -236,7 +250,7 @@ def _attribute(goal: Goal, target: EntityRef | None) -> str:
         words = words[1:]
     elif target is not None and words[: len(human(target.singular).split())] == human(target.singular).split():
         words = words[len(human(target.singular).split()):] or words
-    return " ".join(words)
+    return drop_unit(" ".join(words))
 
 
 def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec,
@@ -265,7 +279,7 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
     what = "my account" if mine else (target.describe() if target else "it")
     literal = {k: v for k, v in goal.args.items() if k not in goal.refs}
     if fam == "update":
-        col = column_phrase(str(tool.meta.get("column", "value")))
+        col = drop_unit(column_phrase(str(tool.meta.get("column", "value"))))
         new = spoken(next(iter(literal.values()), ""))
         if mine:
             return polish(rng.choice([f"Please change my {col} to {new}.", f"I need my {col} updated to {new}."]))
@@ -412,15 +426,62 @@ def objective_of(goal: Goal, sentence: str, spec: DomainSpec) -> Objective:
     return Objective(kind="write", text=sentence, done_words=list(dict.fromkeys(done)), subject=subject)
 
 
+STALE_DAYS = 365
+"""A thing dated this many days before the world's today is not "new" any more."""
+
+# words that call the user's thing new: "my new Galaxy S24", "brand-new", "I just bought"
+_AGE_WORD = re.compile(r"\b(?:(?<=\bmy )|(?<=\bour ))new\s|\bbrand[- ]new\s|\bnewly\s|"
+                       r"\b(?:just|recently)\s(?=(?:bought|purchased|installed|got|acquired|adopted|opened)\b)",
+                       re.IGNORECASE)
+_ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+
+
+def _stale(sentence: str, today: str) -> bool:
+    """Whether ``sentence`` dates something a year or more before ``today`` (an ISO date)."""
+    from datetime import date
+
+    try:
+        now = date.fromisoformat(today[:10])
+    except ValueError:
+        return False
+    for m in _ISO_DATE.finditer(sentence):
+        try:
+            if (now - date.fromisoformat(m.group(1))).days >= STALE_DAYS:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _sentences(text: str) -> list[str]:
+    return re.split(r"(?<=[.!?;])\s+", text)
+
+
+def stale_age_words(text: str, today: str) -> list[str]:
+    """Age words that the sentence's own dates contradict ("my new Galaxy S24 ... bought 2021-06-10"
+    when today is 2026-06-15)."""
+    return [m.group(0).strip() for s in _sentences(text) if _stale(s, today) for m in _AGE_WORD.finditer(s)]
+
+
+def drop_stale_age_words(text: str, today: str) -> str:
+    """``text`` without the age words its dates contradict (the dates stay: they are facts)."""
+    return " ".join(_AGE_WORD.sub("", s) if _stale(s, today) else s for s in _sentences(text))
+
+
+def speaker_of(spec: DomainSpec, root: EntityRef | None, entities: dict[str, EntityRef]) -> EntityRef | None:
+    """The user when it speaks for itself: the first person on the chain's path (root first) with a
+    name; None when a member of staff speaks for the root."""
+    return next((r for r in [root, *entities.values()] if r is not None and r.display
+                 and r.row.get(r.display) is not None and person_name(spec, r)), None)
+
+
 def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str, EntityRef], goals: list[Goal],
                     withheld_n: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
     """The instruction (for the simulated user) and the user profile (what the user knows)."""
     known: dict[str, Any] = {}
     persona_keys: set[str] = set()
     identity: set[str] = set()
-    # the speaker: the first person on the chain's path (root first), else a member of staff for the root
-    me = next((r for r in [root, *entities.values()] if r is not None and r.display
-               and r.row.get(r.display) is not None and person_name(spec, r)), None)
+    me = speaker_of(spec, root, entities)
     speaker = me or root
     if me is not None:
         me.speaker_name = person_name(spec, me)
@@ -437,6 +498,10 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
             known[f"{human(ref.singular)} {human(k)}"] = v
             if ref is speaker:
                 identity.add(f"{human(ref.singular)} {human(k)}")
+        if ref is me:
+            for k, v in ref.self_facts.items():
+                known[k] = v
+                identity.add(k)
     for g in goals:
         for k, v in g.args.items():
             if k not in g.refs:
@@ -444,7 +509,7 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
     if root is not None and me is None:
         for ref in entities.values():
             ref.owner_word = "the"  # a member of staff speaks of the records it looks after
-    sentences = [goal_sentence(g, entities, rng, spec, me) for g in goals]
+    sentences = [drop_stale_age_words(goal_sentence(g, entities, rng, spec, me), spec.clock) for g in goals]
     # A withheld fact must not already be spelled out in the goals the user states.
     said = " ".join(sentences)
     candidates = sorted(k for k in known if not k.endswith(" id") and k not in persona_keys
@@ -487,13 +552,32 @@ _SEAMS = (
 """Seams where a description was pasted into a phrasing ("give parcel my shipment", "the records for pet it")."""
 _REPEATED = re.compile(r"(?:^|(?<=[.?!] ))([^.?!]{3,}[.?!]) \1")  # "You are Tina. You are Tina."
 _AGGREGATE_LEAK = re.compile(r"\b(?:sum|count|total|avg) [a-z]+ by [a-z]+\b")
+_UNIT_WORDS = r"(?:kg|km|cm|mm|min|mins|pct|kb|mb|gb|kwh|usd)"
+_STIFF = (
+    # "with the lowest weight kg", "the size kb of", "my battery pct": a column's unit where its name belongs
+    re.compile(r"\b(?i:the|my|your|lowest|highest|earliest|latest) (?:[a-z]+ ){0,2}" + _UNIT_WORDS +
+               r"(?=\s+(?:of|for|is|are|was|to)\b|\s*[?.,;]|\s+with\b|$)"),
+    # "with the highest charged": a superlative before a bare participle
+    re.compile(r"\b(?:lowest|highest|largest|smallest) [a-z]+ed(?=\s+(?:for|of|in|on|is|are|was|just|has|had|and)\b|\s*[?.,;]|$)"),
+    # "my out for delivery order", "the in progress task": a state of several words before its noun
+    re.compile(r"\b(?:my|the|our|every|each|your|cheapest) (?:out for [a-z]+|in [a-z]+|on [a-z]+|"
+               r"picked up|not [a-z]+|no show) (?!(?:for|of|with|by|at|to)\b)[a-z]+\b", re.IGNORECASE),
+    # "the loyalty points of my pet is at least", "my vacancies is at least": a plural with "is"
+    re.compile(r"\bIf (?:the|my) (?:[a-z]+ )?(?:points|vacancies|hours|refills|credits|days|nights|seats|"
+               r"guests|views|likes|sales|minutes|units|parcels|items)(?: [a-z]+)?(?: of [^,;]+?)? is at least\b"),
+)
+"""Stiff phrasings of an attribute (its unit, a bare participle, a multi-word state before the noun,
+a plural measure with "is")."""
 
 
-def language_defects(text: str) -> list[str]:
+def language_defects(text: str, today: str | None = None) -> list[str]:
     """The seams in an instruction or goal the user says (``kind: excerpt``): those of
     :func:`scaleenv.env.language.language_defects`, plus raw identifiers (``hate_speech``), a column's
     name where a person names the attribute ("the purchased on"), and a tool's aggregate name ("my sum
-    fare by member"). The facts list after "Facts you know:" names facts by their keys and is not speech."""
+    fare by member"), stiff attribute phrases ("the lowest weight kg", "the highest charged", "my out for
+    delivery order", "my loyalty points is"), and with ``today`` an age word the sentence's own dates
+    contradict ("my new phone ... bought 2021-06-10"). The facts list after "Facts you know:" names
+    facts by their keys and is not speech."""
     from scaleenv.env.language import language_defects as seams
     from scaleenv.env.language import self_names
 
@@ -505,4 +589,7 @@ def language_defects(text: str) -> list[str]:
     out += [f"tool_name: {m.group(0)!r}" for m in _AGGREGATE_LEAK.finditer(speech)]
     out += [f"repeated: {m.group(1)!r}" for m in _REPEATED.finditer(speech)]
     out += [f"seam: {m.group(0)!r}" for pattern in _SEAMS for m in pattern.finditer(speech)]
+    out += [f"stiff: {m.group(0)!r}" for pattern in _STIFF for m in pattern.finditer(speech)]
+    if today:
+        out += [f"age_word: {w!r} contradicts a date" for w in stale_age_words(speech, today)]
     return out

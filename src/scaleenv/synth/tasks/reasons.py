@@ -31,6 +31,9 @@ class Reason(StrEnum):
     LANGUAGE_DEFECT = "language_defect"
     VERIFICATION_FAILED = "verification_failed"
     EXPANSION_CHANGED_GOLD = "expansion_changed_gold"
+    NO_SELF_FINDER = "no_self_finder"
+    """The user speaks for itself, but the task's tools (or its profile) give no way to find the
+    user's own record by what the user knows, although the domain has a finder for it."""
     # the families that single records out by a criterion (computed, description, bulk, programmatic, long)
     NO_SELECTION = "no_selection"
     """No criterion singles the target out among the user's own records (or the lister does not show it)."""
@@ -72,6 +75,8 @@ class Reason(StrEnum):
     REFUSED_CALL_FAILS = "refused_call_fails"
     RULE_UNVERIFIABLE = "rule_unverifiable"
     TWO_REFUSALS = "two_refusals"
+    CONTRADICTORY_REQUESTS = "contradictory_requests"
+    """A refused request and an allowed one are two moves for the same record (resume it, cancel it)."""
 
     @classmethod
     def gate(cls, failure: str) -> Reason:

@@ -201,3 +201,50 @@ def lookalikes(world: World, ctx: DomainContext, table: str, row: dict[str, Any]
     cur = world.conn.execute(f'SELECT "{pk}" FROM "{table}" WHERE "{col}" = ? AND "{pk}" != ? ORDER BY 1',
                              (row[col], row[pk]))
     return [r[0] for r in cur]
+
+
+def clashes(a: Cell, b: Cell) -> bool:
+    """Two changes to one record that cannot both stand: the same cell, or a record created or deleted."""
+    return a[0] == b[0] and str(a[1]) == str(b[1]) and (a[2] == b[2] or "*" in (a[2], b[2]))
+
+
+def contradicting_requests(spec: DomainSpec, initial: bytes, chain: list[Call], forbidden: list[Call]) -> list[str]:
+    """Requests of one task that contradict each other (``goal vs refused call on table[key].column``):
+    a refused call that, on the task's initial state, would change a cell that a write goal changes
+    too: two alternative moves for one record ("accept the offer ... I changed my mind, cancel it").
+    A refused call that only applies after the goal (publish once the review passed) is a next step,
+    not a contradiction."""
+    if not forbidden:
+        return []
+    effects, _ = goal_effects(spec, initial, chain)
+    world = World.from_snapshot(spec, initial)
+    outputs: list[Any] = []
+    try:
+        for i, call in enumerate(chain):
+            tool = spec.tool(call.tool)
+            outputs.append(run_tool(world, tool, resolve_args(call, outputs, i)) if tool else None)
+    except (ToolError, ChainError):
+        return []
+    finally:
+        world.close()
+    out: list[str] = []
+    for call in forbidden:
+        tool = spec.tool(call.tool)
+        if tool is None:
+            continue
+        try:
+            args = resolve_args(call, outputs, len(outputs))
+        except ChainError:
+            continue
+        w = World.from_snapshot(spec, initial)
+        try:
+            refused = call_effect(spec, w, initial, tool, args)
+        except ToolError:
+            refused = {}
+        finally:
+            w.close()
+        for _, name, cells in effects:
+            hit = next((a for a in cells for b in refused if clashes(a, b)), None)
+            if hit is not None:
+                out.append(f"{name} vs refused {call.tool} on {hit[0]}[{hit[1]}].{hit[2]}")
+    return out

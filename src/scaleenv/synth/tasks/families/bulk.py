@@ -22,6 +22,7 @@ from scaleenv.synth.tasks.families.selection import (
     enum_columns,
     lister_for,
     other_value,
+    qualified,
     say,
     shift_dates,
 )
@@ -122,8 +123,13 @@ class BulkBuilder(SelectionBuilder):
         ids = [r[0] for r in self.run_program(sql, params)]
         targets = [self.world.row(table.name, i) for i in ids]
         where = self.parent_part(parent_table) or " of mine"
-        return Selection(table.name, fk, target[fk], [r for r in targets if r is not None],
-                         f"{say(fv)} {self.noun(table.name)}{where}",
+        held = qualified(self.noun(table.name), f, fv)
+        if " that is " in held:  # "every shipment of mine that is out for delivery"
+            before, after = held.split(" that is ", 1)
+            phrase = f"{before}{where} that is {after}"
+        else:
+            phrase = f"{held}{where}"
+        return Selection(table.name, fk, target[fk], [r for r in targets if r is not None], phrase,
                          {"sql": sql, "params": params, "world": "initial", "ids": ids})
 
     def add_read_goal(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> bool:

@@ -15,13 +15,13 @@ from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.selection import (
     Selection,
     SelectionBuilder,
-    col_words,
     enum_columns,
     is_money,
     lister_for,
+    measure_words,
     order_columns,
     other_value,
-    say,
+    qualified,
     shift_dates,
     step_of,
     words_of,
@@ -119,11 +119,11 @@ class ComputedBuilder(SelectionBuilder):
 
     def phrase(self, table: Table, c: Column, direction: str, f: Column | None, fv: Any, parent: str) -> str:
         noun = self.noun(table.name)
-        adj = f"{say(fv)} " if f is not None else ""
+        held = qualified(noun, f, fv) if f is not None else noun  # "open bill", "order that is out for delivery"
         where = self.parent_part(parent)
         if c.type in ("date", "datetime"):
-            return f"{adj}{noun} with the {'earliest' if direction == 'min' else 'latest'} {col_words(c)}{where}"
+            return f"{held} with the {'earliest' if direction == 'min' else 'latest'} {measure_words(c)}{where}"
         prices = [x for x in table.columns if x.type in ("integer", "real") and is_money(x)]
         if words_of(c) & set(_CHEAP) and prices == [c]:  # "cheapest" says which column only then
-            return f"{'cheapest' if direction == 'min' else 'most expensive'} {adj}{noun}{where}"
-        return f"{adj}{noun} with the {'lowest' if direction == 'min' else 'highest'} {col_words(c)}{where}"
+            return f"{'cheapest' if direction == 'min' else 'most expensive'} {held}{where}"
+        return f"{held} with the {'lowest' if direction == 'min' else 'highest'} {measure_words(c)}{where}"

@@ -15,8 +15,9 @@ from scaleenv.errors import ToolError
 from scaleenv.formats.domain import ToolSpec
 from scaleenv.formats.task import Objective, Task
 from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.families.selection import measure_words, plural_measure
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
-from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human, is_person
+from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, exempt_columns
 from scaleenv.tools.chain import ChainError, run_chain
@@ -90,7 +91,9 @@ class ConditionalBuilder(TaskBuilder):
         if (x >= t) != holds or t < 2 or t == x:  # "at least 1" of a count would hold for any record
             raise TaskRejected(Reason.NO_CONDITION_COLUMN, table)
         self.test = (col.name, t, holds)
-        return f"{{the}} {human(col.name)}{{of}} is at least {spoken(int(t) if float(t).is_integer() else t)}", holds
+        measure = measure_words(col)  # "the weight of my pet", "my loyalty points are"
+        verb = "are" if plural_measure(measure) else "is"
+        return f"{{the}} {measure}{{of}} {verb} at least {spoken(int(t) if float(t).is_integer() else t)}", holds
 
     def alternative(self, scratch: World, primary: ToolSpec, args: dict[str, Any],
                     focus: tuple[str, str], effect: dict[Any, Any]) -> tuple[ToolSpec, dict[str, Any]]:

@@ -9,6 +9,7 @@ the target; a referred record is named by its name, so the agent must look it up
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from scaleenv.formats.domain import Column, Table
@@ -18,8 +19,10 @@ from scaleenv.synth.tasks.families.selection import (
     SelectionBuilder,
     col_words,
     enum_columns,
+    is_state,
     lister_for,
     other_value,
+    qualified,
     say,
 )
 from scaleenv.synth.tasks.generate import TaskRejected
@@ -145,8 +148,31 @@ class DescriptionBuilder(SelectionBuilder):
         ids = [r[0] for r in self.run_program(sql, params)]
         if ids != [target["id"]]:
             raise TaskRejected(Reason.PROGRAM_MISMATCH, f"the description's program picks {ids}")
-        said = " and ".join(f"{col_words(a)} {say(want[a.name]) if self.referred(a) is None else want[a.name]}"
-                            for a in self.attrs)
-        return Selection(table.name, fk, target[fk], [target], f"{self.noun(table.name)} with {said}"
-                         f"{self.parent_part(parent_table)}", {"sql": sql, "params": params, "world": "initial",
-                                                              "ids": ids})
+        return Selection(table.name, fk, target[fk], [target], self.phrase(table, want) + self.parent_part(parent_table),
+                         {"sql": sql, "params": params, "world": "initial", "ids": ids})
+
+    def phrase(self, table: Table, want: dict[str, Any]) -> str:
+        """The description: a state said as a person says it ("my accepted transfer", "my order that is
+        out for delivery"), the other attributes after ``with`` ("with vet Janice Daniels"); a referred
+        record named by a sentence of its own is quoted ("with post "Arrive full speak."")."""
+        noun = self.noun(table.name)
+        states = [a for a in self.attrs if is_state(a) and self.referred(a) is None]
+        rest = [a for a in self.attrs if a not in states]
+        head = qualified(noun, states[0], want[states[0].name]) if states else noun
+        said = []
+        for a in rest:
+            v = want[a.name]
+            if self.referred(a) is None:
+                said.append(f"{col_words(a)} {say(v)}")
+            else:
+                text = str(v)
+                # a sentence ("Arrive full speak population goal."), not a name ("Dr. Elizabeth Barron")
+                quoted = bool(re.search(r"[a-z]{3}[.!?;:] \S", text)) or len(text.split()) > 5 \
+                    or (text.endswith((".", "!", "?")) and len(text.split()) > 2)
+                said.append(f'{col_words(a)} "{text}"' if quoted else f"{col_words(a)} {text}")
+        if not said:
+            return head
+        if " that is " in head:  # "my order with restaurant Luigi's that is out for delivery"
+            before, after = head.split(" that is ", 1)
+            return f"{before} with {' and '.join(said)} that is {after}"
+        return f"{head} with {' and '.join(said)}"

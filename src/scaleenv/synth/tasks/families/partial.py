@@ -4,10 +4,14 @@ forbids. The right outcome: the allowed changes made, the forbidden one not, and
 
 from __future__ import annotations
 
+from typing import Any
+
+from scaleenv.errors import ToolError
 from scaleenv.formats.domain import ToolSpec
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder
 from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
+from scaleenv.synth.tasks.validity import call_effect, clashes
 from scaleenv.tools.policy import broken_rules
 from scaleenv.world.world import World
 
@@ -35,15 +39,32 @@ class PartialBuilder(RefusalBuilder):
             before = World.from_snapshot(self.spec, snap)
             try:
                 bad = goal.tool.name == refused.name or bool(broken_rules(before, self.spec, goal.tool, goal.args))
+                bad = bad or self.contradicts_refused(before, snap, refused, self.effects[-1] if
+                                                      len(self.effects) > marks[2] else {})
             finally:
                 before.close()
-            if bad:  # the same kind of request, or one the policy forbids too: not an allowed one
+            # the same kind of request, one the policy forbids too, or another move for the cell the
+            # refused one would change ("resume my subscription ... cancel it"): not an allowed one
+            if bad:
                 scratch.restore(snap)
                 del self.chain[marks[0]:], self.goals[marks[1]:], self.effects[marks[2]:]
                 continue
             added += 1
         if not added:
             raise TaskRejected(Reason.NO_ALLOWED_GOAL)
+
+    def contradicts_refused(self, before: World, snap: bytes, refused: ToolSpec, changed: dict[Any, Any]) -> bool:
+        """Whether the refused call, made on the state before the allowed goal, would change a cell the
+        allowed goal changes (the two are alternatives for one record, not two requests)."""
+        if not changed:
+            return False
+        try:
+            cells = call_effect(self.spec, before, snap, refused, self.refused_args)
+        except ToolError:
+            return False
+        finally:
+            before.restore(snap)
+        return any(clashes(a, b) for a in changed for b in cells)
 
 
 __all__ = ["PartialBuilder"]

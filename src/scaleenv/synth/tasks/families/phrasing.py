@@ -16,6 +16,8 @@ from scaleenv.synth.tasks.instruction import (
     _canonical_slots,
     _fill,
     _nouns,
+    column_phrase,
+    drop_unit,
     human,
 )
 
@@ -87,7 +89,7 @@ def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
     literal = {k: v for k, v in goal.args.items() if k not in goal.refs}
     details = ", ".join(f"{human(k)}: {spoken(v)}" for k, v in literal.items())
     if fam == "update" and literal:
-        col = human(tool.meta.get("column", next(iter(literal))))
+        col = drop_unit(column_phrase(tool.meta.get("column", next(iter(literal)))))
         new = spoken(literal.get(tool.meta.get("column", ""), next(iter(literal.values()))))
         return polish(rng.choice([f"Please change the {col} of {subject} to {new}.",
                                   f"I need the {col} on {subject} updated to {new}."]))

@@ -20,6 +20,7 @@ from scaleenv.synth.tasks.families.selection import (
     col_words,
     is_money,
     lister_for,
+    measure_words,
     order_columns,
     structural,
     words_of,
@@ -166,8 +167,8 @@ class ProgrammaticBuilder(BulkBuilder):
         lister = self.spec.tool(self.chain[self.sel.listed_step].tool)
         parent = self.entities[self.ctx.parent_link(self.sel.table)[1]]  # type: ignore[index]
         sentence = self.rng.choice([
-            f"What is the total {col_words(c)} over every {self.sel.phrase}?",
-            f"Could you add up the {col_words(c)} of every {self.sel.phrase} and tell me the total?",
+            f"What is the total {measure_words(c)} over every {self.sel.phrase}?",
+            f"Could you add up the {measure_words(c)} of every {self.sel.phrase} and tell me the total?",
         ])
         assert lister is not None
         fk = self.sel.fk

@@ -49,6 +49,8 @@ class RefusalBuilder(TaskBuilder):
     def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
         super().__init__(ctx, seed, attempt, config)
         self.refused: list[Goal] = []
+        self.refused_args: dict[str, Any] = {}
+        """The refused call's arguments (on the task's records), once drawn."""
 
     # --- the refused request ---------------------------------------------------------
     def find_violation(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
@@ -135,6 +137,7 @@ class RefusalBuilder(TaskBuilder):
         except ChainError as e:
             raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
         self.still_broken(rule, tool, args, scratch)
+        self.refused_args = args
         self.allowed_goals(scratch, level, tool)
         self.still_broken(rule, tool, args, scratch)  # whatever order the allowed changes are made in
         self.refuse(tool, args, rule)

@@ -23,7 +23,7 @@ from scaleenv.formats.task import Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.phrasing import selection_sentence
 from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder, TaskRejected
-from scaleenv.synth.tasks.instruction import EntityRef, human, is_person
+from scaleenv.synth.tasks.instruction import EntityRef, column_phrase, drop_unit, human, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, next_id
 from scaleenv.tools.chain import ChainError, resolve_args
@@ -99,6 +99,54 @@ def col_words(c: Column) -> str:
     elif c.type == "date" and name.endswith("_on"):
         name = name[:-3] + "_date"
     return human(name)
+
+
+# a lone participle that names an amount ("charged"): the noun a person uses for it
+_PARTICIPLE_NOUNS = {"charged": "charge", "refunded": "refund", "paid": "amount paid", "owed": "amount owed",
+                     "spent": "amount spent", "billed": "amount billed", "claimed": "amount claimed",
+                     "raised": "amount raised", "earned": "earnings", "donated": "donation", "deposited": "deposit"}
+_WORD_NOUNS = {"battery": "battery level", "pct": "percentage"}
+
+
+def measure_words(c: Column) -> str:
+    """How a person names a number or date of a record: without a unit suffix (``weight_kg`` ->
+    "weight", ``size_kb`` -> "size"), a lone participle as its noun (``charged`` -> "charge"),
+    dates as their noun (``due_by`` -> "due date", ``given_on`` -> "vaccination date")."""
+    if c.type in ("date", "datetime"):
+        return column_phrase(c.name)
+    words = drop_unit(col_words(c)).split()
+    if len(words) == 1:
+        w = words[0]
+        if w in _PARTICIPLE_NOUNS:
+            return _PARTICIPLE_NOUNS[w]
+        if w.endswith("ed") and is_money(c):
+            return f"amount {w}"
+        return _WORD_NOUNS.get(w, w)
+    return " ".join(words)
+
+
+def plural_measure(phrase: str) -> bool:
+    """Whether a measure is a plural noun ("loyalty points", "vacancies", "refills left"): it takes "are"."""
+    return any(w.endswith("s") and not w.endswith(("ss", "us", "is", "ics")) and len(w) > 3 for w in phrase.split())
+
+
+def is_state(c: Column) -> bool:
+    """Whether ``c`` holds a record's state (its values read as a state: "open", "out for delivery")."""
+    return c.name in ("status", "state")
+
+
+def qualified(noun: str, c: Column, value: Any) -> str:
+    """``noun`` qualified by an enum value as a person says it: "open bill", "order that is out for
+    delivery", "full-time job posting", "job posting with employment type fixed term contract"."""
+    said = say(value)
+    words = said.split()
+    if len(words) == 1:
+        return f"{said} {noun}"
+    if is_state(c):
+        return f"{noun} that is {said}"
+    if len(words) == 2:
+        return f"{'-'.join(words)} {noun}"
+    return f"{noun} with {col_words(c)} {said}"
 
 
 def words_of(c: Column) -> set[str]:

@@ -1,0 +1,237 @@
+"""Defects careful players found in round 2 of play (issues 15 and 11): a customer's task that cannot
+find the customer by what they know, partial requests that contradict themselves, and stiff or
+wrong wording in the conditional, computed and description families."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from scaleenv.formats.task import Task
+from scaleenv.synth.tasks import generate as gen
+from scaleenv.synth.tasks.families import generate_task
+from scaleenv.synth.tasks.families.partial import PartialBuilder
+from scaleenv.synth.tasks.families.selection import measure_words, plural_measure, qualified
+from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+from scaleenv.synth.tasks.identity import finder_defect, finders_for, is_customer, owned_finders, self_finders
+from scaleenv.synth.tasks.instruction import drop_stale_age_words, language_defects
+from scaleenv.synth.tasks.reasons import Reason
+from scaleenv.synth.tasks.validity import contradicting_requests
+from scaleenv.world.patch import apply_patch
+from scaleenv.world.world import World
+from synth_helpers import context, family_tasks
+
+TODAY = "2026-06-15"
+
+
+def _initial(name: str, task: Task) -> bytes:
+    ctx = context(name)
+    w = World.from_snapshot(ctx.spec, ctx.base)
+    apply_patch(w, task.initial_patch)
+    snap = w.snapshot()
+    w.close()
+    return snap
+
+
+def _tasks(name: str, attempts: range, config: ChainConfig | None = None) -> list[Task]:
+    ctx = context(name)
+    out = []
+    for a in attempts:
+        with contextlib.suppress(TaskRejected):
+            out.append(generate_task(ctx, 0, a, config))
+    return out
+
+
+# --- 1. the identity rule has a tool ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["stock_trading", "social_media_messaging", "telecom"])
+def test_every_customer_task_can_find_the_user_by_what_the_user_knows(name):
+    spec = context(name).spec
+    tasks = _tasks(name, range(24))
+    customers = [t for t in tasks if is_customer(t)]
+    assert customers
+    for t in customers:
+        assert finder_defect(spec, t) is None, (t.id, t.tools, t.user_profile.known)
+
+
+def test_telecom_has_no_customer_finder_but_finds_the_customer_by_the_phone_number_of_a_line():
+    spec = context("telecom").spec
+    assert self_finders(spec, "customers") == []
+    owned = owned_finders(spec, "customers")
+    assert [(f.tool, f.column, f.via) for f in owned] == [("find_lines", "phone_number", "customer_id")]
+    # seed 21's telecom/00008 (a description task: "terminate my line ... register my Galaxy S24")
+    task = generate_task(context("telecom", 21), 21, 8)
+    assert is_customer(task)
+    assert "find_lines" in task.tools
+    assert "line phone number" in task.user_profile.known
+    assert "line phone number" in task.user_profile.identity
+
+
+def test_the_check_names_a_task_whose_tools_or_profile_lack_the_finder():
+    spec = context("stock_trading").spec
+    task = next(t for t in _tasks("stock_trading", range(24)) if is_customer(t))
+    assert finder_defect(spec, task) is None
+    finders = {f.tool for f in finders_for(spec, "accounts")}
+    assert finders
+    without = task.model_copy(update={"tools": [n for n in task.tools if n not in finders]})
+    assert "accounts" in (finder_defect(spec, without) or "")
+    staff = task.model_copy(update={"user_profile": task.user_profile.model_copy(
+        update={"persona": "You are a staff member looking after the account X."})})
+    assert finder_defect(spec, staff.model_copy(update={"tools": without.tools})) is None
+
+
+def test_a_build_that_loses_the_finder_rejects_the_task(monkeypatch):
+    ctx = context("stock_trading")
+    finders = {f.tool for f in finders_for(ctx.spec, "accounts")}
+    real = gen.expand_tools
+
+    def lose_finders(*a, **k):
+        tools, extra = real(*a, **k)
+        return [n for n in tools if n not in finders], extra
+
+    monkeypatch.setattr(gen, "expand_tools", lose_finders)
+    reasons = []
+    for a in range(12):
+        try:
+            generate_task(ctx, 0, a)
+        except TaskRejected as e:
+            reasons.append(e.reason)
+    assert Reason.NO_SELF_FINDER in reasons
+
+
+# --- 2. partial requests do not contradict themselves -------------------------------------------------------------
+
+CONTRADICTORY = [6, 70, 84, 102]
+"""entertainment_media_query attempts (seed 0, default mix) that were partial tasks asking to resume a
+subscription (or pause a profile) and to cancel it."""
+
+
+def test_partial_tasks_hold_no_two_moves_for_one_record():
+    partial = family_tasks("entertainment_media_query", "partial", 8)
+    assert len(partial) >= 8
+    for t in partial:
+        assert contradicting_requests(context("entertainment_media_query").spec, _initial(
+            "entertainment_media_query", t), t.gold_chain, t.forbidden) == [], t.user_profile.goals
+
+
+def test_the_partial_family_avoids_contradictions_at_the_cause(monkeypatch):
+    """The attempts that made contradictory tasks now make coherent ones (or other allowed goals), and
+    never reach the build-time net."""
+    name = "entertainment_media_query"
+    spec = context(name).spec
+    netted = []
+    real = gen.contradicting_requests
+
+    def spy(*a, **k):
+        out = real(*a, **k)
+        netted.extend(out)
+        return out
+
+    monkeypatch.setattr(gen, "contradicting_requests", spy)
+    for t in _tasks(name, range(110)):
+        if t.family == "partial":
+            assert not contradicting_requests(spec, _initial(name, t), t.gold_chain, t.forbidden)
+    assert netted == []
+
+
+def test_without_the_cause_fix_the_detector_finds_the_players_contradictions(monkeypatch):
+    name = "entertainment_media_query"
+    spec = context(name).spec
+    monkeypatch.setattr(PartialBuilder, "contradicts_refused", lambda *a, **k: False)
+    monkeypatch.setattr(gen, "contradicting_requests", lambda *a, **k: [])
+    found = []
+    for t in _tasks(name, range(CONTRADICTORY[0], CONTRADICTORY[-1] + 1)):
+        if t.attempt in CONTRADICTORY and t.family == "partial":
+            found += contradicting_requests(spec, _initial(name, t), t.gold_chain, t.forbidden)
+    assert found and all(" vs refused " in f and ".status" in f for f in found)
+
+
+def test_a_next_step_is_no_contradiction():
+    """A refused call that only applies after the allowed goal (publish once reviewed) is a next step."""
+    name = "knowledge_management"
+    spec = context(name).spec
+    for t in family_tasks(name, "partial", 4):
+        for clash in contradicting_requests(spec, _initial(name, t), t.gold_chain, t.forbidden):
+            pytest.fail(f"{t.id}: {clash}")
+
+
+# --- 3. wording -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("My out for delivery order with the highest charged is late, cancel it.", "stiff"),
+    ("Cancel every in progress task for sprint SPR-0001.", "stiff"),
+    ("My pet with the lowest weight kg is moving to a new home.", "stiff"),
+    ("Can you tell me the total size kb of message MSG-0114?", "stiff"),
+    ("If my loyalty points is at least 260, please change my phone.", "stiff"),
+    ("If the vacancies of job posting JOB-0038 is at least 5, take it down.", "stiff"),
+])
+def test_language_defects_catch_stiff_attribute_phrases(text, kind):
+    assert any(d.startswith(kind + ":") for d in language_defects(text, TODAY)), language_defects(text, TODAY)
+
+
+@pytest.mark.parametrize("text", [
+    "My order that is out for delivery with the highest charge is late, cancel it.",
+    "My pet with the lowest weight is moving to a new home.",
+    "If my loyalty points are at least 260, please change my phone.",
+    "The package is out for delivery today.",
+    "I'd like to add a new lesson for my course.",
+    "Register my new Galaxy S24 (IMEI 521898520387008, bought 2026-06-01) on that same line.",
+])
+def test_language_defects_pass_the_mended_phrases(text):
+    assert language_defects(text, TODAY) == []
+
+
+def test_an_age_word_that_a_date_contradicts_is_caught_and_dropped():
+    text = "Register my new Galaxy S24 (IMEI 521898520387008, bought 2021-06-10) on that same line."
+    assert any(d.startswith("age_word:") for d in language_defects(text, TODAY))
+    assert language_defects(text) == []  # without today no date can be judged
+    fixed = drop_stale_age_words(text, TODAY)
+    assert fixed == "Register my Galaxy S24 (IMEI 521898520387008, bought 2021-06-10) on that same line."
+    for old in ["I just bought a router on 2020-01-02; add it.", "Add my brand-new bike (bought 2019-03-01)."]:
+        assert language_defects(old, TODAY) and not any(
+            d.startswith("age_word:") for d in language_defects(drop_stale_age_words(old, TODAY), TODAY))
+
+
+def test_attribute_phrases_read_as_a_person_says_them():
+    spec = context("food_delivery").spec
+    orders = spec.table("orders")
+    assert orders is not None
+    cols = {c.name: c for c in orders.columns}
+    assert measure_words(cols["charged"]) == "charge"
+    assert qualified("order", cols["status"], "out_for_delivery") == "order that is out for delivery"
+    assert qualified("order", cols["status"], "placed") == "placed order"
+    pets = context("pet_care").spec.table("pets")
+    assert pets is not None
+    assert measure_words(next(c for c in pets.columns if c.name == "weight_kg")) == "weight"
+    assert plural_measure("loyalty points") and plural_measure("refills left") and not plural_measure("status")
+
+
+def test_the_players_telecom_description_no_longer_calls_an_old_phone_new():
+    task = generate_task(context("telecom", 21), 21, 8)
+    text = " ".join(task.user_profile.goals)
+    assert "bought 2021-06-10" in text and "my new" not in text
+    assert "line with plan Starter and status active" not in text
+
+
+@pytest.mark.parametrize("family", ["computed", "description", "conditional", "bulk"])
+def test_family_goals_have_no_language_defects(family):
+    for name in ["pet_care", "project_management", "express_logistics"]:
+        spec = context(name).spec
+        for t in family_tasks(name, family, 4):
+            for g in t.user_profile.goals:
+                assert language_defects(g, spec.clock) == [], (t.id, g)
+
+
+def test_a_referred_sentence_is_quoted_and_a_name_is_not():
+    from scaleenv.synth.tasks.families.description import DescriptionBuilder
+
+    ctx = context("social_media_messaging")
+    b = DescriptionBuilder(ctx, 0, 0, ChainConfig())
+    reports = ctx.spec.table("reports")
+    assert reports is not None
+    post = next(c for c in reports.columns if c.name == "post_id")
+    b.attrs = [post]
+    assert b.phrase(reports, {"post_id": "Arrive full speak population goal. Is unfounded"}) == \
+        'report with post "Arrive full speak population goal. Is unfounded"'
+    assert b.phrase(reports, {"post_id": "Dr. Elizabeth Barron"}) == "report with post Dr. Elizabeth Barron"
