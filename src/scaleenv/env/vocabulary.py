@@ -36,6 +36,11 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     "price": ("cost", "how much"),
     "quantity": ("how many",),
     "reason": ("why", "purpose"),
+    "zip code": ("zip", "zipcode", "postal code", "postcode", "post code"),
+    "zip": ("zip code", "zipcode", "postal code", "postcode", "post code"),
+    "zipcode": ("zip", "zip code", "postal code", "postcode", "post code"),
+    "postal code": ("postcode", "post code", "zip code", "zipcode", "zip"),
+    "postcode": ("postal code", "post code", "zip code", "zipcode", "zip"),
     "tracking number": ("tracking", "tracking code"),
     "serial number": ("serial",),
     "plate": ("plate number", "registration", "license plate"),
@@ -44,6 +49,10 @@ GENERIC = {"id", "name", "date", "time", "status", "type", "number", "code", "re
            "new", "the", "a", "of", "at", "on", "in", "by", "to", "for", "value", "amount", "how much", "how many",
            "start", "called", "sum", "why", "purpose", "born", "slot", "scheduled", "mail address", "street"}
 """Words too common to name a fact on their own (they still name it next to its entity's noun)."""
+LEADS = {"the", "your", "my", "a", "an", "this", "that", "its", "their", "his", "her", "what", "which", "any",
+         "what is", "whats", "is", "and", "or", "same", "exact", "full", "correct", "right"}
+"""Words that may stand before a fact's generic name without making it the name of something else
+("the code", "what code"; not "promo code", "postal code", "customer number")."""
 
 
 def norm(text: str) -> str:
@@ -99,6 +108,14 @@ class Vocabulary:
                         self.param_words.setdefault(norm(p.name), [])
                         if head not in self.param_words[norm(p.name)]:
                             self.param_words[norm(p.name)].append(head)
+        self.columns: dict[str, list[str]] = {}
+        """parameter words -> the tables its column lies in (a bare ``code`` is a gift card's)"""
+        if spec is not None:
+            for tool in spec.tools:
+                for p in tool.parameters:
+                    table = (p.column or "").partition(".")[0]
+                    if table and table not in self.columns.setdefault(norm(p.name), []):
+                        self.columns[norm(p.name)].append(table)
         self.facts = list(facts)
         self.aliases = {f: self._aliases(f) for f in self.facts}
         self.pairs = {f: self._pairs(f) for f in self.facts}
@@ -136,13 +153,25 @@ class Vocabulary:
         if table is not None:
             return self.nouns.get(table, []), col
         words = norm(fact).split()
-        if len(words) >= 2 and words[0] != "new" and " ".join(words) not in self.param_words:
+        # a known compound ("zip code", "phone number") is a column's words, not "<noun> <column>"
+        if len(words) >= 2 and words[0] != "new" and " ".join(words) not in self.param_words \
+                and " ".join(words) not in SYNONYMS:
             return with_plurals([words[0]]), " ".join(words[1:])
         return [], col
 
+    def _match_nouns_col(self, fact: str) -> tuple[list[str], str]:
+        """:meth:`_nouns_col`, where a bare parameter fact takes the nouns of its column's table
+        (``code`` of ``gift_cards.code``: "gift card code"), so that it is not the only fact a
+        generic question word can name."""
+        nouns, col = self._nouns_col(fact)
+        if not nouns:
+            for table in self.columns.get(norm(fact), []):
+                nouns = nouns + [n for n in self.nouns.get(table, []) if n not in nouns]
+        return nouns, col
+
     def _aliases(self, fact: str) -> list[str]:
         """Phrases that name the fact on their own (``job seeker id``, ``email address``)."""
-        nouns, col = self._nouns_col(fact)
+        nouns, col = self._match_nouns_col(fact)
         out = [norm(fact)]
         cols = self.column_aliases(col)
         for noun in nouns:
@@ -153,7 +182,7 @@ class Vocabulary:
     def _pairs(self, fact: str) -> tuple[list[str], list[str]]:
         """(nouns, column words): a sentence holding one of each asks about the fact ("the id of
         the pet")."""
-        nouns, col = self._nouns_col(fact)
+        nouns, col = self._match_nouns_col(fact)
         return nouns, self.column_aliases(col)
 
     def asked(self, sentence: str, context: str = "") -> list[str]:
@@ -193,7 +222,8 @@ class Vocabulary:
         return f"{said[0].upper()}{said[1:]} is {value}."
 
     def _asked(self, s: str) -> list[str]:
-        matched = {f: [a for a in self.aliases[f] if has_phrase(s, a)] for f in self.facts}
+        matched = {f: [a for a in self.aliases[f] if has_phrase(s, a) and (a not in GENERIC or _bare(s, a))]
+                   for f in self.facts}
         matched = {f: m for f, m in matched.items() if m}
         if matched:
             # "job seeker id" names the candidate's id; the column word inside it ("id", "number")
@@ -208,6 +238,23 @@ class Vocabulary:
             col_named = any(has_phrase(s, c) for c in cols)
             is_id = "id" in cols
             which = any(has_phrase(s, f"which {n}") or has_phrase(s, f"what {n}") for n in nouns)
-            if (named and (col_named or is_id or which)) or (not nouns and col_named):
+            # without its noun, a generic column word names the fact only when nothing qualifies it:
+            # "the number", not "the reference number" or "your customer number"
+            bare = any(has_phrase(s, c) and (c not in GENERIC and c not in ID_WORDS or _bare(s, c)) for c in cols)
+            if (named and (col_named or is_id or which)) or (not nouns and bare):
                 out.append(f)
         return out
+
+
+def _bare(s: str, word: str) -> bool:
+    """Whether a generic ``word`` stands in ``s`` (normalised) with nothing naming it something
+    else: at the start, or after a determiner or question word ("the code", "what code"), not after
+    another noun ("promo code", "postal code", "gift card code", "customer number")."""
+    words = s.split()
+    n = len(word.split())
+    for i in range(len(words) - n + 1):
+        if words[i:i + n] != word.split():
+            continue
+        if i == 0 or words[i - 1] in LEADS or words[i - 1] in ID_WORDS and i == 1:
+            return True
+    return False

@@ -73,6 +73,9 @@ def _optional_hooks() -> None:
         if hook not in TEXT_HOOKS:
             TEXT_HOOKS.append(hook)
         break
+    shared = importlib.import_module("scaleenv.synth.contacts").shared_contacts  # look-alikes' own phones
+    if shared not in TASK_HOOKS:
+        TASK_HOOKS.append(shared)
     try:
         invariants = importlib.import_module("scaleenv.env.invariant_audit").audit_invariants
     except (ImportError, AttributeError):

@@ -225,6 +225,11 @@ def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
                 col = next((x for x in e.columns if x.name == cn), None)
                 if col is not None and not col.nullable:
                     problems.append((f"{path}.lifecycle.set_in", f"{cn!r} must be nullable (it is NULL in other states)"))
+                entered = [t.to for t in lc.transitions if t.to in lc.set_in[cn] and cn not in t.set
+                           and any(f not in lc.set_in[cn] for f in t.from_)]
+                if col is not None and col.ref and entered:
+                    problems.append((f"{path}.lifecycle.set_in", f"{cn!r} links a row: a transition into "
+                                     f"{entered[0]!r} cannot pick one (a custom tool sets it)"))
             for cn in [*lc.future_in, *lc.past_in]:
                 col = next((x for x in e.columns if x.name == cn), None)
                 if col is not None and col.type not in ("date", "datetime"):

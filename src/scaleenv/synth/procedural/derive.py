@@ -348,6 +348,8 @@ class _Deriver:
         for col, states in lc.set_in.items():
             if col in t.set:
                 continue
+            if t.to in states and _col(ent, col).ref:
+                continue  # a link is set by the tool that picks it (blueprint_problems: never entered here unset)
             if t.to in states:
                 kind: Literal["now", "today"] = "now" if _col(ent, col).type == "datetime" else "today"
                 generated[f"auto_{col}"] = Generated(kind=kind)

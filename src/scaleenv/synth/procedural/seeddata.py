@@ -173,7 +173,9 @@ class SeedGenerator:
             else:
                 v = self.value(ent, c, row)
                 if lc and c.name in lc.set_in and v is None:
-                    v = self.default(c)
+                    # set in this state: a link names a parent (a dispatched order has its courier)
+                    ids = self.ids.get(c.ref, []) if c.ref else []
+                    v = ids[self.rng.randrange(len(ids))] if ids else None if c.ref else self.default(c)
             if lc and v is not None and c.type in ("date", "datetime"):
                 if state in lc.future_in.get(c.name, ()):
                     v = self.place(c, v, future=True)

@@ -44,7 +44,7 @@ from scaleenv.synth.tasks.instruction import (
     speaker_of,
 )
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.synth.tasks.state import distractor, fresh_unique, mend_rows, next_id
+from scaleenv.synth.tasks.state import contact_columns, distractor, fresh_unique, mend_rows, next_id, renamed
 from scaleenv.synth.tasks.tiers import TIER_KNOBS, draw_tier
 from scaleenv.synth.tasks.validity import (
     ZERO_ANSWERS,
@@ -204,15 +204,15 @@ class TaskBuilder:
         return mapping, clones
 
     def seed_taken(self, table: str) -> None:
-        """Mark the values the world already holds in ``table``'s unique columns as taken (a fresh value
-        must not collide with them), once per table."""
+        """Mark the values the world already holds in ``table``'s unique and contact columns as taken (a
+        fresh value must not collide with them), once per table."""
         if table in self._seeded:
             return
         self._seeded.add(table)
         tbl = self.spec.table(table)
         assert tbl is not None
         for c in tbl.columns:
-            if c.unique and c.name != tbl.primary_key:
+            if c.unique and c.name != tbl.primary_key or c.name in contact_columns(tbl):
                 self.taken.update(r[0] for r in self.world.conn.execute(
                     f'SELECT "{c.name}" FROM "{table}" WHERE "{c.name}" IS NOT NULL'))
 
@@ -254,7 +254,8 @@ class TaskBuilder:
                 new_rows: list[dict[str, Any]] = []
                 ids: set[Any] = set()
                 for r in rows[:CHILD_ROWS]:
-                    new = fresh_unique(tbl, {**r, fk: row["id"]}, self.rng, self.taken)
+                    new = fresh_unique(tbl, renamed(tbl, {**r, fk: row["id"]}, self.rng, self.taken), self.rng,
+                                       self.taken)
                     new["id"] = next_id(self.world, child, ids)
                     ids.add(new["id"])
                     new_rows.append(new)

@@ -33,7 +33,7 @@ def next_id(world: World, table: str, extra: Set[str] = frozenset()) -> str:
 
 
 _BIRTH = re.compile(r"birth|born|dob")
-_CONTACT = re.compile(r"email|phone|mobile|tel")
+_CONTACT = re.compile(r"(^|_)(e_?mail|phone|mobile|tel|telephone|cell)($|_)")
 # values that identify one person or object by nature, unique or not in the schema: two look-alikes never share one
 IDENTIFYING = re.compile(r"(^|_)(passport|passport_number|licen[cs]e_number|licen[cs]e|driver_licen[cs]e|plate|"
                          r"licen[cs]e_plate|vin|isbn|barcode|serial|serial_number|tracking_number|tag_number|"
@@ -72,7 +72,8 @@ def _fresh(column: str, like: Any, rng: random.Random, taken: set[Any], row: dic
 
 def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
     """Give a cloned row new, realistic values in its unique columns (another spelling of the
-    person's e-mail, a redrawn code or phone, another name), never a numeric suffix."""
+    person's e-mail, a redrawn code or phone, another name), never a numeric suffix, and its own
+    contact and identifying values (see :func:`set_apart`): no clone shares a phone with its source."""
     out = dict(row)
     for c in table.columns:
         if c.unique and c.name != table.primary_key and isinstance(out.get(c.name), str | int) \
@@ -80,13 +81,23 @@ def fresh_unique(table: Table, row: dict[str, Any], rng: random.Random, taken: s
             taken.add(out[c.name])  # the original's value: a later look-alike of this clone avoids it too
             out[c.name] = _fresh(c.name, out[c.name], rng, taken, out, lo=c.min, hi=c.max)
             taken.add(out[c.name])
+    return set_apart(table, row, out, rng, taken)
+
+
+def renamed(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any]) -> dict[str, Any]:
+    """``row`` as another person: new person-name columns (a donor's guest copied to another couple
+    is someone else, not a namesake); :func:`fresh_unique` then spells the e-mail from the new name."""
+    out = dict(row)
+    for c in table.columns:
+        if c.name in _PERSON_TABLE_COLS and isinstance(out.get(c.name), str) and out[c.name]:
+            out[c.name] = fresh_value(c.name, out[c.name], rng, taken, row=out)
     return out
 
 
 def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set[Any], *,
                clock: str = "2026-06-15T09:00:00") -> dict[str, Any]:
-    """A complete entity confusable with ``row``: the same names, titles, places, states and parents,
-    but its own e-mail (not the same words reordered) and phone, its own passport, licence, plate or
+    """A complete entity confusable with ``row``: the same names, titles, states and parents (and
+    places, unless the e-mail would be the only other identifying difference), but its own e-mail (not the same words reordered) and phone, its own passport, licence, plate or
     other identifying number, a birth date years earlier, its own unique codes, and its other
     dates moved together by a week or two (their order, and their side of the world's ``clock``,
     unchanged), so the look-alike obeys the same rules as the original."""
@@ -108,13 +119,58 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
         if all(side(out[c.name]) == side(moved[c.name]) for c in others):
             out.update(moved)
             break
-    for c in table.columns:
-        v = out.get(c.name)
-        if c.type == "text" and isinstance(v, str) and v and not c.unique and not c.foreign_key \
-                and (_CONTACT.search(c.name) or IDENTIFYING.search(c.name)):
+    return out
+
+
+_PLACE = re.compile(r"(^|_)(city|town|address|street|street_address|home_city|home_town|district|neighbou?rhood|country|zip_code|postcode|postal_code)$")
+
+
+def contact_columns(table: Table) -> list[str]:
+    """The text columns whose value identifies one person or object (e-mail, phone, passport,
+    licence, plate and the other :data:`IDENTIFYING` numbers): no two records share one."""
+    return [c.name for c in table.columns if c.type == "text" and c.name != table.primary_key
+            and not c.foreign_key and (_CONTACT.search(c.name) or IDENTIFYING.search(c.name))]
+
+
+_CORRESPONDENT = re.compile(r"^(sender|recipient|to|from|cc|bcc|reply_to|forward_to)_")
+
+
+def identity_columns(table: Table) -> list[str]:
+    """The :func:`contact_columns` that name the row's own person or object (not a message's
+    sender or a draft's recipient, whom many rows share): unique across a world."""
+    return [c for c in contact_columns(table) if not _CORRESPONDENT.search(c)]
+
+
+def _differing(table: Table, a: dict[str, Any], b: dict[str, Any]) -> int:
+    """How many identifying attributes (unique and contact columns, birth date, place) differ."""
+    cols = {c.name for c in table.columns if c.unique and c.name != table.primary_key}
+    cols |= set(contact_columns(table))
+    cols |= {c.name for c in table.columns if _BIRTH.search(c.name) or _PLACE.search(c.name) and not c.foreign_key}
+    return sum(1 for c in cols if a.get(c) is not None and a.get(c) != b.get(c))
+
+
+def set_apart(table: Table, original: dict[str, Any], row: dict[str, Any], rng: random.Random,
+              taken: set[Any]) -> dict[str, Any]:
+    """``row`` (a clone or look-alike of ``original``) with its own contact and identifying values
+    (phone, passport, licence, plate...), none of them ``taken``; and, where the table describes a
+    person, differing from ``original`` in at least two identifying attributes (another town when
+    the e-mail is the only other one), so that a look-alike is never a copy but for one value."""
+    out = dict(row)
+    for name in contact_columns(table):
+        v = out.get(name)
+        col = table.column(name)
+        if isinstance(v, str) and v and col is not None and not col.unique:
             taken.add(v)
-            out[c.name] = _fresh(c.name, v, rng, taken, out)
-            taken.add(out[c.name])
+            out[name] = _fresh(name, v, rng, taken, out)
+            taken.add(out[name])
+    person = bool({c.name for c in table.columns} & _PERSON_TABLE_COLS) or bool(contact_columns(table))
+    if person and _differing(table, original, out) < 2:
+        for c in table.columns:
+            v = out.get(c.name)
+            if _PLACE.search(c.name) and c.type == "text" and isinstance(v, str) and v and not c.foreign_key \
+                    and not c.unique and c.name not in contact_columns(table):  # a town, not an e-mail address
+                out[c.name] = _fresh(c.name, v, rng, taken, out)
+                break
     return out
 
 
@@ -184,7 +240,15 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
         new = today + v[10:] if len(v) > 10 else today
     elif kind == "set_in":
         on = row.get(str(fix.get("state_column", "status"))) in fix.get("states", [])
-        new = (v or (clock if column.type == "datetime" else today)) if on else None
+        if on and v is None and column.foreign_key:  # a link: one of its parent rows
+            parent = column.foreign_key.partition(".")[0]
+            pkey = quote_ident(world.primary_key(parent))
+            ids = [r[0] for r in world.conn.execute(f"SELECT {pkey} FROM {quote_ident(parent)} ORDER BY 1")]
+            if not ids:
+                return 0
+            new = ids[rng.randrange(len(ids))]
+        else:
+            new = (v or (clock if column.type == "datetime" else today)) if on else None
     elif kind == "choice":
         allowed = fix.get("allowed", {}).get(str(row.get(str(fix.get("key")))))
         if not allowed or v in allowed:

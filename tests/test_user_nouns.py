@@ -1,0 +1,72 @@
+"""The scripted user answers the question's noun, not a generic word in it: asked for a zip or postal
+code it gives its zip code, never the gift card code it also holds; a promo code or a reference number
+it does not hold gets "I don't know that"."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from scaleenv.env.users import ScriptedUser, UserContext
+from scaleenv.env.vocabulary import Vocabulary
+from scaleenv.synth.procedural.blueprint import catalog
+from scaleenv.synth.procedural.derive import derive_spec
+
+
+@pytest.fixture(scope="module")
+def retail():
+    return derive_spec(catalog()["retail"], 0)
+
+
+# the facts a retail customer may hold: "code" is redeem_gift_card's parameter (gift_cards.code) and
+# "zip code" find_customer_by_name_zip's (customers.zip_code)
+BARE = ["code", "zip code", "customer id"]
+NAMED = ["gift card code", "customer zip code"]
+
+
+@pytest.mark.parametrize(("question", "facts", "expected"), [
+    ("What is your zip code?", BARE, ["zip code"]),
+    ("What's your postal code?", BARE, ["zip code"]),
+    ("Could you give me your postcode?", BARE, ["zip code"]),
+    ("And the zip?", BARE, ["zip code"]),
+    ("What's your postal code?", NAMED, ["customer zip code"]),
+    ("Could you give me your post code?", NAMED, ["customer zip code"]),
+    ("What is the gift card code?", BARE, ["code"]),
+    ("What is the code on your gift card?", BARE, ["code"]),
+    ("What is the code?", BARE, ["code"]),
+    ("What's your promo code?", BARE, []),
+    ("Can I have the reference number?", BARE, []),
+    ("Can I have the reference number?", NAMED, []),
+    ("What is your customer number?", BARE, ["customer id"]),
+    ("What is your customer number?", ["code", "zip code"], []),
+    ("What's your promo code?", ["code", "promo code"], ["promo code"]),
+])
+def test_a_question_names_the_fact_of_its_noun(retail, question, facts, expected):
+    assert Vocabulary(retail, facts).asked(question) == expected
+
+
+def test_the_scripted_user_gives_its_zip_code_not_its_gift_card_code(retail):
+    from scaleenv.formats.task import Task
+
+    task = Task.model_validate({
+        "id": "retail/x", "domain": "retail", "instruction": "Redeem my gift card.",
+        "tools": ["redeem_gift_card", "find_customer_by_name_zip"], "gold_chain": [],
+        "initial_patch": {}, "answer_facts": [], "difficulty": {},
+        "user_profile": {"persona": "You are Ann Lee.", "goals": ["Redeem my gift card."],
+                         "known": {"code": "GC-QWER-7731", "zip code": "30301", "customer full name": "Ann Lee"},
+                         "withheld": [], "identity": ["customer full name", "zip code"]},
+        "verification": {"initial_hash": "0", "expected_hash": "0"},
+    })
+    user = ScriptedUser()
+    user.reset(UserContext(task=task, rng=random.Random(0), spec=retail))
+    asyncio.run(user.opening())
+    for question in ("What's your postal code?", "Could I have your zip code, please?", "And your postcode?"):
+        reply = asyncio.run(user.reply(question))
+        assert "30301" in reply and "GC-QWER-7731" not in reply, (question, reply)
+    reply = asyncio.run(user.reply("What is the code of the gift card?"))
+    assert "GC-QWER-7731" in reply and "30301" not in reply, reply
+    for question in ("What's your promo code?", "What is the reference number of your order?"):
+        reply = asyncio.run(user.reply(question))
+        assert "GC-QWER-7731" not in reply and "30301" not in reply, (question, reply)
