@@ -85,8 +85,10 @@ class _HashBase:
     def __init__(self, rows: Mapping[str, Mapping[Any, int | None]], sums: dict[str, int] | None = None,
                  counts: dict[str, int] | None = None):
         self.rows = rows
-        self.sums = sums if sums is not None else {t: sum(v for v in d.values() if v is not None) % _MOD
-                                                for t, d in rows.items()}
+        # A plain dict (a full scan's digests) holds no None: sum its values in C, without a generator.
+        self.sums = sums if sums is not None else {
+            t: (sum(d.values()) if type(d) is dict else sum(v for v in d.values() if v is not None)) % _MOD
+            for t, d in rows.items()}
         self.counts = counts if counts is not None else {t: len(d) for t, d in rows.items()}
 
     def derive(self, now: Mapping[str, Mapping[Any, int | None]]) -> _HashBase:
