@@ -220,3 +220,30 @@ def test_a_universe_of_an_old_encoding_is_refused_in_one_line(tmp_path, version:
     (tmp_path / "universe.json").write_text(f'{{"format": "scaleenv-universe/{version}", "domains": []}}')
     with pytest.raises(UniverseError, match=f"older scaleenv .*encoding {version}.*rebuild it"):
         Universe(tmp_path).manifest  # noqa: B018
+
+
+def test_rows_named_by_the_change_log_hash_as_rows_named_by_key() -> None:
+    """``changed_digests`` selects the touched rows through the change log; the digests are those of the
+    same rows selected by binding their keys, for integer and text keys, inserts, updates and deletes."""
+    from scaleenv.world.canon import changed_digests, table_digests
+
+    w, snap = base_world()
+    w = World.from_snapshot(PROP_SPEC, snap)
+    w.state_hash()
+    w.conn.execute("UPDATE items SET price = 0.1 + 0.2, label = 'x\"y' WHERE id IN (3, 4)")
+    w.conn.execute("DELETE FROM tags WHERE id = 't2'")
+    w.conn.execute("UPDATE tags SET meta = '{\"b\": 1}' WHERE id = 't5'")
+    w.load_rows("items", [{"id": 100, "label": "new", "price": 2.5, "qty": 1, "flag": True}], log=True)
+    touched = w.touched()
+    assert touched == {"items": {3, 4, 100}, "tags": {"t2", "t5"}}
+    for t, ks in touched.items():
+        codec = w._codecs[t]
+        got = changed_digests(w.conn, codec, list(ks))
+        assert got == table_digests(w.conn, codec, list(ks)) == {
+            k: v for k, v in reference_digests(w, t).items() if k in ks}
+        assert set(got) == ks - {"t2"}
+    before = w.state_hash()
+    assert before == full_hash(w)
+    w.clear_changes()
+    assert w.state_hash() == before
+    w.close()

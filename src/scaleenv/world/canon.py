@@ -39,7 +39,7 @@ from typing import Any
 from xxhash import xxh3_128_intdigest
 
 from scaleenv.formats.domain import Table
-from scaleenv.world.ddl import quote_ident
+from scaleenv.world.ddl import CHANGES_TABLE, quote_ident
 
 HASH_VERSION = 3
 """Version of the row encoding and of the way row digests combine into a state hash. Version 1 was the
@@ -111,7 +111,7 @@ def _real_sql(col: str) -> str:
 class TableCodec:
     """The SQL of one table's canonical rows: every row at once, or the rows with given keys."""
 
-    __slots__ = ("fast", "name", "pk", "pk_sql", "raw_select", "row_sql", "scan_sql")
+    __slots__ = ("changed_sql", "fast", "name", "pk", "pk_sql", "raw_select", "row_sql", "scan_sql")
 
     def __init__(self, table: Table):
         self.name = table.name
@@ -125,6 +125,9 @@ class TableCodec:
         row = f"json_array({', '.join(_real_sql(c.name) if c.type == 'real' else quote_ident(c.name) for c in table.columns)})"
         self.scan_sql = f"SELECT json_group_array({pk}), CAST(group_concat({row}, char(30)) AS BLOB) FROM {t}"
         self.row_sql = f"SELECT {pk}, CAST({row} AS BLOB) FROM {t}"
+        # The rows the change log names: one statement per table, no key list to bind or pad.
+        self.changed_sql = (f"{self.row_sql} WHERE {pk} IN (SELECT pk FROM {CHANGES_TABLE} WHERE tbl = "
+                            f"'{table.name.replace(chr(39), chr(39) * 2)}')")
         self.raw_select = f"SELECT {', '.join(map(quote_ident, names))} FROM {t}"
 
 
@@ -149,6 +152,17 @@ def _fast(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | Non
     if texts is None:
         return {}
     return dict(zip(json.loads(pks), map(xxh3_128_intdigest, texts.split(_ROW_SEP)), strict=True))
+
+
+def changed_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any]) -> dict[Any, int]:
+    """:func:`table_digests` of the rows with ``keys``, where ``keys`` are exactly the table's keys in the
+    change log (``World.touched``): the rows are selected through the log, not by binding the keys."""
+    if codec.fast and sqlite_matches_definition():
+        try:
+            return {k: xxh3_128_intdigest(text) for k, text in conn.execute(codec.changed_sql)}
+        except sqlite3.OperationalError:
+            pass
+    return _slow(conn, codec, keys)
 
 
 def _slow(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None) -> dict[Any, int]:

@@ -18,7 +18,14 @@ from typing import Any, TypeVar
 
 from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
-from scaleenv.world.canon import HASH_VERSION, TableCodec, register, select_by_keys, table_digests
+from scaleenv.world.canon import (
+    HASH_VERSION,
+    TableCodec,
+    changed_digests,
+    register,
+    select_by_keys,
+    table_digests,
+)
 from scaleenv.world.ddl import CHANGES_TABLE, META_TABLE, quote_ident, schema_ddl
 from scaleenv.world.guard import PROGRESS_STEPS, GuardedConnection, guarded_connect
 
@@ -550,10 +557,11 @@ class World:
         return conn.execute(f"SELECT 1 FROM {CHANGES_TABLE} LIMIT 1").fetchone() is None
 
     def _digests_now(self, table: str, keys: Iterable[Any]) -> dict[Any, int | None]:
-        """Current digests of ``keys`` in ``table``; ``None`` for the keys that have no row now."""
+        """Current digests of ``keys`` (the table's keys in the change log) in ``table``; ``None`` for the
+        keys that have no row now."""
         ks = list(keys)
         now: dict[Any, int | None] = dict.fromkeys(ks)
-        now.update(self._digests(table, ks))
+        now.update(changed_digests(self.conn, self._codecs[table], ks))
         return now
 
     def _forget_base(self) -> None:
@@ -582,7 +590,7 @@ class World:
                 if t not in self._tables:
                     continue
                 old = base.rows[t]
-                now = self._digests(t, list(ks))
+                now = changed_digests(self.conn, self._codecs[t], list(ks))
                 s, n = sums[t], counts[t]
                 for k in ks:
                     d = old.get(k)
