@@ -247,3 +247,21 @@ def test_rows_named_by_the_change_log_hash_as_rows_named_by_key() -> None:
     w.clear_changes()
     assert w.state_hash() == before
     w.close()
+
+
+def test_a_full_scan_builds_its_key_map_only_when_a_row_is_looked_up() -> None:
+    """A first hash needs the digests' sum and count; the ``{pk: digest}`` map waits for an incremental
+    update, and then holds exactly the definition's digests."""
+    from scaleenv.world.canon import ScanDigests
+
+    _, snap = base_world()
+    clear_hash_cache()
+    w = World.from_snapshot(PROP_SPEC, snap)
+    first = w.state_hash()
+    items = w._base.rows["items"]
+    assert type(items) is ScanDigests and items._map is None and len(items) == 39
+    w.conn.execute("UPDATE items SET qty = 7 WHERE id = 5")
+    assert w.state_hash() != first and items._map is not None
+    assert dict(items) == reference_digests(World.from_snapshot(PROP_SPEC, snap), "items")
+    assert w.state_hash() == full_hash(w)
+    w.close()

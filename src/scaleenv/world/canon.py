@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from xxhash import xxh3_128_intdigest
@@ -163,6 +163,59 @@ def changed_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[
         except sqlite3.OperationalError:
             pass
     return _slow(conn, codec, keys)
+
+
+class ScanDigests(Mapping[Any, int]):
+    """A full scan's ``{pk: digest}``: the row count and the digests' sum at once, the map itself only when
+    first read (an incremental update looks rows up by key; a first hash needs only the sum). Read-only."""
+
+    __slots__ = ("_digests", "_map", "_pks", "count", "total")
+
+    def __init__(self, pks: str | bytes, digests: list[int]):
+        self._pks, self._digests = pks, digests
+        self._map: dict[Any, int] | None = None
+        self.count = len(digests)
+        self.total = sum(digests)
+
+    def mapping(self) -> dict[Any, int]:
+        """The digests by key (built once; two threads building it at once build equal maps)."""
+        m = self._map
+        if m is None:
+            m = dict(zip(json.loads(self._pks), self._digests, strict=True))
+            self._map = m
+        return m
+
+    def __getitem__(self, key: Any) -> int:
+        return self.mapping()[key]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return self.mapping().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.mapping()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.mapping())
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def scan_digests(conn: sqlite3.Connection, codec: TableCodec) -> Mapping[Any, int]:
+    """:func:`table_digests` of every row, as a :class:`ScanDigests` where SQLite builds the text."""
+    if codec.fast and sqlite_matches_definition():
+        try:
+            old = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SCAN_LENGTH)
+            try:
+                pks, texts = conn.execute(codec.scan_sql).fetchone()
+            finally:
+                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old)
+            if texts is None:
+                return {}
+            return ScanDigests(pks, list(map(xxh3_128_intdigest, texts.split(_ROW_SEP))))
+        except sqlite3.OperationalError:
+            pass
+    return _slow(conn, codec, None)
 
 
 def _slow(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None) -> dict[Any, int]:

@@ -20,9 +20,11 @@ from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
 from scaleenv.world.canon import (
     HASH_VERSION,
+    ScanDigests,
     TableCodec,
     changed_digests,
     register,
+    scan_digests,
     select_by_keys,
     table_digests,
 )
@@ -79,6 +81,15 @@ _MOD = 1 << 128
 _PERSON = f"scaleenv-state{HASH_VERSION}".encode()  # the encoding's version is part of every state hash
 
 
+def _sum(rows: Mapping[Any, int | None]) -> int:
+    """The sum of a table's row digests, mod 2**128 (a scan's is known; a plain dict of one holds no None)."""
+    if type(rows) is ScanDigests:
+        return rows.total % _MOD
+    if type(rows) is dict:
+        return sum(rows.values()) % _MOD
+    return sum(v for v in rows.values() if v is not None) % _MOD
+
+
 class _HashBase:
     """Per-row digests (``rows[table][pk]``) and per-table sums/counts of one world state.
 
@@ -93,9 +104,7 @@ class _HashBase:
                  counts: dict[str, int] | None = None):
         self.rows = rows
         # A plain dict (a full scan's digests) holds no None: sum its values in C, without a generator.
-        self.sums = sums if sums is not None else {
-            t: (sum(d.values()) if type(d) is dict else sum(v for v in d.values() if v is not None)) % _MOD
-            for t, d in rows.items()}
+        self.sums = sums if sums is not None else {t: _sum(d) for t, d in rows.items()}
         self.counts = counts if counts is not None else {t: len(d) for t, d in rows.items()}
 
     def derive(self, now: Mapping[str, Mapping[Any, int | None]]) -> _HashBase:
@@ -649,7 +658,7 @@ class World:
         return None
 
     def _compute_base(self) -> _HashBase:
-        return _HashBase({t: self._digests(t) for t in self._order})
+        return _HashBase({t: scan_digests(self.conn, self._codecs[t]) for t in self._order})
 
     def _digests(self, table: str, keys: list[Any] | None = None) -> dict[Any, int]:
         """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): the BLAKE2b-128
