@@ -144,14 +144,21 @@ def table_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[An
 def _fast(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None) -> dict[Any, int]:
     if keys is not None:
         return {k: xxh3_128_intdigest(text) for k, text in _by_keys(conn, codec, codec.row_sql, keys)}
+    scan = _scan(conn, codec)
+    return {} if scan is None else scan.mapping()
+
+
+def _scan(conn: sqlite3.Connection, codec: TableCodec) -> ScanDigests | None:
+    """Every row's digest from one aggregate (None: the table is empty); raises OperationalError where
+    SQLite cannot build the text (a blob, a value past the length limit)."""
     old = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SCAN_LENGTH)
     try:
         pks, texts = conn.execute(codec.scan_sql).fetchone()
     finally:
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old)
     if texts is None:
-        return {}
-    return dict(zip(json.loads(pks), map(xxh3_128_intdigest, texts.split(_ROW_SEP)), strict=True))
+        return None
+    return ScanDigests(pks, list(map(xxh3_128_intdigest, texts.split(_ROW_SEP))))
 
 
 def changed_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any]) -> dict[Any, int]:
@@ -205,14 +212,8 @@ def scan_digests(conn: sqlite3.Connection, codec: TableCodec) -> Mapping[Any, in
     """:func:`table_digests` of every row, as a :class:`ScanDigests` where SQLite builds the text."""
     if codec.fast and sqlite_matches_definition():
         try:
-            old = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SCAN_LENGTH)
-            try:
-                pks, texts = conn.execute(codec.scan_sql).fetchone()
-            finally:
-                conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old)
-            if texts is None:
-                return {}
-            return ScanDigests(pks, list(map(xxh3_128_intdigest, texts.split(_ROW_SEP))))
+            scan = _scan(conn, codec)
+            return {} if scan is None else scan
         except sqlite3.OperationalError:
             pass
     return _slow(conn, codec, None)
