@@ -192,11 +192,8 @@ class ScanDigests(Mapping[Any, int]):
             self._map = m
         return m
 
-    def __getitem__(self, key: Any) -> int:
+    def __getitem__(self, key: object) -> int:
         return self.mapping()[key]
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        return self.mapping().get(key, default)
 
     def __contains__(self, key: object) -> bool:
         return key in self.mapping()
