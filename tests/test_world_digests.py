@@ -3,11 +3,11 @@ scan, and every shortcut gives the same hash as reading every row."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Any
 
 import pytest
+import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -46,13 +46,13 @@ def canonical(v: Any) -> Any:
 
 
 def reference_digests(world: World, table: str) -> dict[Any, int]:
-    """The digest definition, written out plainly: BLAKE2b-128 of the row's canonical JSON text, little-endian."""
+    """The digest definition, written out plainly: XXH3-128 (seed 0) of the row's canonical JSON text, as an integer."""
     cols = [c.name for c in world.spec.table(table).columns]
     i = cols.index(world.primary_key(table))
     out = {}
     for r in world.conn.execute(f"SELECT {', '.join(cols)} FROM {table}"):
         text = json.dumps([canonical(v) for v in r], ensure_ascii=False, separators=(",", ":")).encode()
-        out[r[i]] = int.from_bytes(hashlib.blake2b(text, digest_size=16).digest(), "little")
+        out[r[i]] = xxhash.xxh3_128_intdigest(text)
     return out
 
 
@@ -179,16 +179,17 @@ def test_python_path_gives_the_same_hashes(monkeypatch: pytest.MonkeyPatch) -> N
 def test_the_encoding_is_pinned() -> None:
     """A change to these bytes changes every built task's recorded hashes: make it deliberately, with
     a new ``HASH_VERSION``."""
-    from scaleenv.world.canon import HASH_VERSION, row_text
+    from scaleenv.world.canon import HASH_VERSION, row_digest, row_text
 
-    assert HASH_VERSION == 2
+    assert HASH_VERSION == 3
+    assert row_digest(b'[1,"a",null]') == 86162055766444874481767597836820432505  # XXH3-128, seed 0
     assert row_text([1, "a\n\"é", None, 2.0, 12.99, 0.1 + 0.2, 1e20, b"\x00\xff"]) == (
         '[1,"a\\n\\"é",null,2,"12990000e-6","0.30000000000000004","1e+20",{"blob":"00ff"}]').encode()
     _, snap = base_world()
     assert full_hash(World.from_snapshot(PROP_SPEC, snap)) == PINNED_HASH
 
 
-PINNED_HASH = "7bd9e52f5e17983b1f5bd44bf5fba302"  # base_world() under HASH_VERSION 2
+PINNED_HASH = "a30c1c6601d0921797d7e31a6e80d589"  # base_world() under HASH_VERSION 3 (2: 7bd9e52f...)
 
 
 WIDE_SPEC = DomainSpec.model_validate({"name": "wide", "tables": [
@@ -211,10 +212,56 @@ def test_tables_off_the_fast_path_hash_exactly() -> None:
     w.close()
 
 
-def test_a_universe_of_the_old_encoding_is_refused_in_one_line(tmp_path) -> None:
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_universe_of_an_old_encoding_is_refused_in_one_line(tmp_path, version: int) -> None:
     from scaleenv.errors import UniverseError
     from scaleenv.universe import Universe
 
-    (tmp_path / "universe.json").write_text('{"format": "scaleenv-universe/1", "domains": []}')
-    with pytest.raises(UniverseError, match="older scaleenv .*rebuild it"):
+    (tmp_path / "universe.json").write_text(f'{{"format": "scaleenv-universe/{version}", "domains": []}}')
+    with pytest.raises(UniverseError, match=f"older scaleenv .*encoding {version}.*rebuild it"):
         Universe(tmp_path).manifest  # noqa: B018
+
+
+def test_rows_named_by_the_change_log_hash_as_rows_named_by_key() -> None:
+    """``changed_digests`` selects the touched rows through the change log; the digests are those of the
+    same rows selected by binding their keys, for integer and text keys, inserts, updates and deletes."""
+    from scaleenv.world.canon import changed_digests, table_digests
+
+    w, snap = base_world()
+    w = World.from_snapshot(PROP_SPEC, snap)
+    w.state_hash()
+    w.conn.execute("UPDATE items SET price = 0.1 + 0.2, label = 'x\"y' WHERE id IN (3, 4)")
+    w.conn.execute("DELETE FROM tags WHERE id = 't2'")
+    w.conn.execute("UPDATE tags SET meta = '{\"b\": 1}' WHERE id = 't5'")
+    w.load_rows("items", [{"id": 100, "label": "new", "price": 2.5, "qty": 1, "flag": True}], log=True)
+    touched = w.touched()
+    assert touched == {"items": {3, 4, 100}, "tags": {"t2", "t5"}}
+    for t, ks in touched.items():
+        codec = w._codecs[t]
+        got = changed_digests(w.conn, codec, list(ks))
+        assert got == table_digests(w.conn, codec, list(ks)) == {
+            k: v for k, v in reference_digests(w, t).items() if k in ks}
+        assert set(got) == ks - {"t2"}
+    before = w.state_hash()
+    assert before == full_hash(w)
+    w.clear_changes()
+    assert w.state_hash() == before
+    w.close()
+
+
+def test_a_full_scan_builds_its_key_map_only_when_a_row_is_looked_up() -> None:
+    """A first hash needs the digests' sum and count; the ``{pk: digest}`` map waits for an incremental
+    update, and then holds exactly the definition's digests."""
+    from scaleenv.world.canon import ScanDigests
+
+    _, snap = base_world()
+    clear_hash_cache()
+    w = World.from_snapshot(PROP_SPEC, snap)
+    first = w.state_hash()
+    items = w._base.rows["items"]
+    assert type(items) is ScanDigests and items._map is None and len(items) == 39
+    w.conn.execute("UPDATE items SET qty = 7 WHERE id = 5")
+    assert w.state_hash() != first and items._map is not None
+    assert dict(items) == reference_digests(World.from_snapshot(PROP_SPEC, snap), "items")
+    assert w.state_hash() == full_hash(w)
+    w.close()

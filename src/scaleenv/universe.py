@@ -32,8 +32,9 @@ from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.utils.fs import atomic_write_bytes, atomic_write_text
 
-FORMAT = "scaleenv-universe/2"
-"""The universe format; 2: tasks record state hashes of encoding 2 (``world/canon.py`` ``HASH_VERSION``)."""
+FORMAT = "scaleenv-universe/3"
+"""The universe format; 3: tasks record state hashes of encoding 3 (``world/canon.py`` ``HASH_VERSION``)."""
+_OLD_FORMATS = {"scaleenv-universe/1": 1, "scaleenv-universe/2": 2}  # format: the hash encoding its tasks record
 DOMAIN_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,99}$")
 """What a domain may be called (a catalog name or an LLM back end's slug): no paths, no numbers-as-JSON."""
 
@@ -170,8 +171,9 @@ class Universe:
         """``universe.json``, checked: its shape, domain names, and a directory for every domain."""
         path = self.root / "universe.json"
         m = read_json(path)
-        if isinstance(m, dict) and m.get("format") == "scaleenv-universe/1":
-            raise UniverseError(f"{path}: built by an older scaleenv (its tasks record state hashes of encoding 1); "
+        old = _OLD_FORMATS.get(m.get("format")) if isinstance(m, dict) else None  # type: ignore[arg-type]
+        if old is not None:
+            raise UniverseError(f"{path}: built by an older scaleenv (its tasks record state hashes of encoding {old}); "
                                 f"rebuild it with `scaleenv build`")
         if not isinstance(m, dict) or m.get("format") != FORMAT:
             raise UniverseError(f"{path}: not a {FORMAT} manifest")

@@ -6,12 +6,21 @@ order (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``), each val
 integer (``1.0 == 1``); a real ``x`` equal to ``n / 1e6`` for ``n = trunc(x * 1e6)`` (or the integer one
 further from zero), with ``|x| < 2**32``, as the string ``"<n>e-6"`` (prices, rates: exact, and computed
 with IEEE operations that every platform rounds alike); any other real as the string of its ``repr``;
-a blob as ``{"blob": HEX}``. A row's digest is the BLAKE2b-128 of that text.
+a blob as ``{"blob": HEX}``. A row's digest is the XXH3-128 (seed 0) of that text, as an unsigned
+integer (``xxhash.xxh3_128_intdigest``).
+
+Why a non-cryptographic digest is enough: no reward reads the state hash. An episode is scored by
+comparing the touched rows themselves with the task's expected world (``World.diff``), so an agent
+whose tool calls forged a colliding row would gain nothing. The hashes check that a stored task still
+replays to the states its build recorded (the rows and chains are the build's own, not an agent's)
+and fingerprint a state for callers; against accidents, a 128-bit digest summed over n rows collides
+with probability about n**2 / 2**128. XXH3 returns that integer from C directly, at a fifteenth of the
+cost of BLAKE2b-128 plus ``int.from_bytes`` per row (measured: 1.1 ms against 18 ms for 7,412 rows).
 
 Computing that text row by row in Python costs most of a full scan, so :func:`table_digests` has SQLite
 build it instead: one ``json_array`` per row (only non-integral reals call back into Python, for their
 ``repr``) and one aggregate per table that returns every row's text in a single value, split here and
-hashed in one pass. Only real columns get the canonical-real expression: the schema's CHECK constraints
+hashed in one ``map``. Only real columns get the canonical-real expression: the schema's CHECK constraints
 keep reals out of every other column. SQLite's ``json_array`` writes integers, NULL and text exactly as
 ``json.dumps`` does; :func:`sqlite_matches_definition` checks that on probe values once per process, and where it does
 not hold (another SQLite) or a table's values cannot take the fast path (a blob, a real primary key, a
@@ -21,20 +30,22 @@ Both paths give the same bytes, so hashes agree across machines, executors and r
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from scaleenv.formats.domain import Table
-from scaleenv.world.ddl import quote_ident
+from xxhash import xxh3_128_intdigest
 
-HASH_VERSION = 2
+from scaleenv.formats.domain import Table
+from scaleenv.world.ddl import CHANGES_TABLE, quote_ident
+
+HASH_VERSION = 3
 """Version of the row encoding and of the way row digests combine into a state hash. Version 1 was the
-BLAKE2b-128 of ``repr`` of the row tuple; 2 is this module's JSON text. Recorded task hashes are of one
-version: a universe built with another one fails its hash checks on load (rebuild it)."""
+BLAKE2b-128 of ``repr`` of the row tuple; 2 the BLAKE2b-128 of this module's JSON text; 3 the XXH3-128
+of that text. Recorded task hashes are of one version: a universe built with another one is refused on
+load (rebuild it)."""
 
 REAL_FUNCTION = "_scaleenv_canon_real"
 """The SQL function (registered on world connections) that writes a non-integral real as its ``repr``."""
@@ -70,8 +81,8 @@ def row_text(row: Iterable[Any]) -> bytes:
 
 
 def row_digest(text: bytes) -> int:
-    """The 128-bit digest of a row's canonical text (BLAKE2b-128, little-endian)."""
-    return int.from_bytes(hashlib.blake2b(text, digest_size=16).digest(), "little")
+    """The 128-bit digest of a row's canonical text (XXH3-128, seed 0, as an unsigned integer)."""
+    return xxh3_128_intdigest(text)
 
 
 def _real_repr(v: Any) -> Any:
@@ -100,7 +111,7 @@ def _real_sql(col: str) -> str:
 class TableCodec:
     """The SQL of one table's canonical rows: every row at once, or the rows with given keys."""
 
-    __slots__ = ("fast", "name", "pk", "pk_sql", "raw_select", "row_sql", "scan_sql")
+    __slots__ = ("changed_sql", "fast", "name", "pk", "pk_sql", "raw_select", "row_sql", "scan_sql")
 
     def __init__(self, table: Table):
         self.name = table.name
@@ -114,6 +125,9 @@ class TableCodec:
         row = f"json_array({', '.join(_real_sql(c.name) if c.type == 'real' else quote_ident(c.name) for c in table.columns)})"
         self.scan_sql = f"SELECT json_group_array({pk}), CAST(group_concat({row}, char(30)) AS BLOB) FROM {t}"
         self.row_sql = f"SELECT {pk}, CAST({row} AS BLOB) FROM {t}"
+        # The rows the change log names: one statement per table, no key list to bind or pad.
+        self.changed_sql = (f"{self.row_sql} WHERE {pk} IN (SELECT pk FROM {CHANGES_TABLE} WHERE tbl = "
+                            f"'{table.name.replace(chr(39), chr(39) * 2)}')")
         self.raw_select = f"SELECT {', '.join(map(quote_ident, names))} FROM {t}"
 
 
@@ -128,19 +142,78 @@ def table_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[An
 
 
 def _fast(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None) -> dict[Any, int]:
-    b2, fb = hashlib.blake2b, int.from_bytes
     if keys is not None:
-        return {k: fb(b2(text, digest_size=16).digest(), "little") for k, text in _by_keys(conn, codec, codec.row_sql, keys)}
+        return {k: xxh3_128_intdigest(text) for k, text in _by_keys(conn, codec, codec.row_sql, keys)}
+    scan = _scan(conn, codec)
+    return {} if scan is None else scan.mapping()
+
+
+def _scan(conn: sqlite3.Connection, codec: TableCodec) -> ScanDigests | None:
+    """Every row's digest from one aggregate (None: the table is empty); raises OperationalError where
+    SQLite cannot build the text (a blob, a value past the length limit)."""
     old = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SCAN_LENGTH)
     try:
         pks, texts = conn.execute(codec.scan_sql).fetchone()
     finally:
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old)
     if texts is None:
-        return {}
-    # Measured: one comprehension over the split text beats map() pipelines; the digests are the time.
-    return dict(zip(json.loads(pks), [fb(b2(t, digest_size=16).digest(), "little") for t in texts.split(_ROW_SEP)],
-                    strict=True))
+        return None
+    return ScanDigests(pks, list(map(xxh3_128_intdigest, texts.split(_ROW_SEP))))
+
+
+def changed_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any]) -> dict[Any, int]:
+    """:func:`table_digests` of the rows with ``keys``, where ``keys`` are exactly the table's keys in the
+    change log (``World.touched``): the rows are selected through the log, not by binding the keys."""
+    if codec.fast and sqlite_matches_definition():
+        try:
+            return {k: xxh3_128_intdigest(text) for k, text in conn.execute(codec.changed_sql)}
+        except sqlite3.OperationalError:
+            pass
+    return _slow(conn, codec, keys)
+
+
+class ScanDigests(Mapping[Any, int]):
+    """A full scan's ``{pk: digest}``: the row count and the digests' sum at once, the map itself only when
+    first read (an incremental update looks rows up by key; a first hash needs only the sum). Read-only."""
+
+    __slots__ = ("_digests", "_map", "_pks", "count", "total")
+
+    def __init__(self, pks: str | bytes, digests: list[int]):
+        self._pks, self._digests = pks, digests
+        self._map: dict[Any, int] | None = None
+        self.count = len(digests)
+        self.total = sum(digests)
+
+    def mapping(self) -> dict[Any, int]:
+        """The digests by key (built once; two threads building it at once build equal maps)."""
+        m = self._map
+        if m is None:
+            m = dict(zip(json.loads(self._pks), self._digests, strict=True))
+            self._map = m
+        return m
+
+    def __getitem__(self, key: object) -> int:
+        return self.mapping()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.mapping()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.mapping())
+
+    def __len__(self) -> int:
+        return self.count
+
+
+def scan_digests(conn: sqlite3.Connection, codec: TableCodec) -> Mapping[Any, int]:
+    """:func:`table_digests` of every row, as a :class:`ScanDigests` where SQLite builds the text."""
+    if codec.fast and sqlite_matches_definition():
+        try:
+            scan = _scan(conn, codec)
+            return {} if scan is None else scan
+        except sqlite3.OperationalError:
+            pass
+    return _slow(conn, codec, None)
 
 
 def _slow(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None) -> dict[Any, int]:

@@ -18,7 +18,16 @@ from typing import Any, TypeVar
 
 from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
-from scaleenv.world.canon import HASH_VERSION, TableCodec, register, select_by_keys, table_digests
+from scaleenv.world.canon import (
+    HASH_VERSION,
+    ScanDigests,
+    TableCodec,
+    changed_digests,
+    register,
+    scan_digests,
+    select_by_keys,
+    table_digests,
+)
 from scaleenv.world.ddl import CHANGES_TABLE, META_TABLE, quote_ident, schema_ddl
 from scaleenv.world.guard import PROGRESS_STEPS, GuardedConnection, guarded_connect
 
@@ -72,6 +81,15 @@ _MOD = 1 << 128
 _PERSON = f"scaleenv-state{HASH_VERSION}".encode()  # the encoding's version is part of every state hash
 
 
+def _sum(rows: Mapping[Any, int | None]) -> int:
+    """The sum of a table's row digests, mod 2**128 (a scan's is known; a plain dict of one holds no None)."""
+    if type(rows) is ScanDigests:
+        return rows.total % _MOD
+    if type(rows) is dict:
+        return sum(rows.values()) % _MOD
+    return sum(v for v in rows.values() if v is not None) % _MOD
+
+
 class _HashBase:
     """Per-row digests (``rows[table][pk]``) and per-table sums/counts of one world state.
 
@@ -85,8 +103,8 @@ class _HashBase:
     def __init__(self, rows: Mapping[str, Mapping[Any, int | None]], sums: dict[str, int] | None = None,
                  counts: dict[str, int] | None = None):
         self.rows = rows
-        self.sums = sums if sums is not None else {t: sum(v for v in d.values() if v is not None) % _MOD
-                                                for t, d in rows.items()}
+        # A plain dict (a full scan's digests) holds no None: sum its values in C, without a generator.
+        self.sums = sums if sums is not None else {t: _sum(d) for t, d in rows.items()}
         self.counts = counts if counts is not None else {t: len(d) for t, d in rows.items()}
 
     def derive(self, now: Mapping[str, Mapping[Any, int | None]]) -> _HashBase:
@@ -548,10 +566,11 @@ class World:
         return conn.execute(f"SELECT 1 FROM {CHANGES_TABLE} LIMIT 1").fetchone() is None
 
     def _digests_now(self, table: str, keys: Iterable[Any]) -> dict[Any, int | None]:
-        """Current digests of ``keys`` in ``table``; ``None`` for the keys that have no row now."""
+        """Current digests of ``keys`` (the table's keys in the change log) in ``table``; ``None`` for the
+        keys that have no row now."""
         ks = list(keys)
         now: dict[Any, int | None] = dict.fromkeys(ks)
-        now.update(self._digests(table, ks))
+        now.update(changed_digests(self.conn, self._codecs[table], ks))
         return now
 
     def _forget_base(self) -> None:
@@ -580,7 +599,7 @@ class World:
                 if t not in self._tables:
                     continue
                 old = base.rows[t]
-                now = self._digests(t, list(ks))
+                now = changed_digests(self.conn, self._codecs[t], list(ks))
                 s, n = sums[t], counts[t]
                 for k in ks:
                     d = old.get(k)
@@ -639,7 +658,7 @@ class World:
         return None
 
     def _compute_base(self) -> _HashBase:
-        return _HashBase({t: self._digests(t) for t in self._order})
+        return _HashBase({t: scan_digests(self.conn, self._codecs[t]) for t in self._order})
 
     def _digests(self, table: str, keys: list[Any] | None = None) -> dict[Any, int]:
         """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): the BLAKE2b-128
