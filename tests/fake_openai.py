@@ -46,24 +46,28 @@ class FakeOpenAI:
                 try:
                     if delay:
                         time.sleep(delay)
-                    if not self.path.endswith("/chat/completions"):
-                        self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-                        return
-                    if fail is not None:
-                        self._send(fail, {"error": {"message": f"injected {fail}", "type": "server_error"}})
-                        return
-                    text = fake.respond(body["messages"])
-                    pt = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + 1
-                    ct = len(text) // 4 + 1
-                    self._send(200, {
-                        "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": 0,
-                        "model": body.get("model", "fake"),
-                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                     "finish_reason": "stop"}],
-                        "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}})
+                    code, reply = self._reply(body, fail)
                 finally:
+                    # out of flight before the reply is written: a client that has read the reply may
+                    # send its next request at once, and counting this one still would over-count
                     with fake.lock:
                         fake.inflight -= 1
+                self._send(code, reply)
+
+            def _reply(self, body: dict[str, Any], fail: int | None) -> tuple[int, dict[str, Any]]:
+                if not self.path.endswith("/chat/completions"):
+                    return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+                if fail is not None:
+                    return fail, {"error": {"message": f"injected {fail}", "type": "server_error"}}
+                text = fake.respond(body["messages"])
+                pt = sum(len(str(m.get("content", ""))) for m in body["messages"]) // 4 + 1
+                ct = len(text) // 4 + 1
+                return 200, {
+                    "id": f"chatcmpl-{len(fake.requests)}", "object": "chat.completion", "created": 0,
+                    "model": body.get("model", "fake"),
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                 "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}}
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
