@@ -5,6 +5,7 @@ wrong wording in the conditional, computed and description families."""
 from __future__ import annotations
 
 import contextlib
+import re
 
 import pytest
 
@@ -55,17 +56,18 @@ def test_every_customer_task_can_find_the_user_by_what_the_user_knows(name):
         assert finder_defect(spec, t) is None, (t.id, t.tools, t.user_profile.known)
 
 
-def test_telecom_has_no_customer_finder_but_finds_the_customer_by_the_phone_number_of_a_line():
+def test_telecom_finds_the_customer_by_name_and_by_the_phone_number_of_a_line():
     spec = context("telecom").spec
-    assert self_finders(spec, "customers") == []
+    # seed 0 used to drop the customer search (its only finder was a line's phone number); a search
+    # over people is never dropped now
+    assert [f.tool for f in self_finders(spec, "customers")] == ["find_customers"]
     owned = owned_finders(spec, "customers")
     assert [(f.tool, f.column, f.via) for f in owned] == [("find_lines", "phone_number", "customer_id")]
     # seed 21's telecom/00008 (a description task: "terminate my line ... register my Galaxy S24")
     task = generate_task(context("telecom", 21), 21, 8)
     assert is_customer(task)
-    assert "find_lines" in task.tools
-    assert "line phone number" in task.user_profile.known
-    assert "line phone number" in task.user_profile.identity
+    assert finder_defect(context("telecom", 21).spec, task) is None
+    assert {"find_customers", "find_lines"} & set(task.tools)
 
 
 def test_the_check_names_a_task_whose_tools_or_profile_lack_the_finder():
@@ -141,8 +143,8 @@ def test_without_the_cause_fix_the_detector_finds_the_players_contradictions(mon
     monkeypatch.setattr(PartialBuilder, "contradicts_refused", lambda *a, **k: False)
     monkeypatch.setattr(gen, "contradicting_requests", lambda *a, **k: [])
     found = []
-    for t in _tasks(name, range(CONTRADICTORY[0], CONTRADICTORY[-1] + 1)):
-        if t.attempt in CONTRADICTORY and t.family == "partial":
+    for t in _tasks(name, range(110)):
+        if t.family == "partial":
             found += contradicting_requests(spec, _initial(name, t), t.gold_chain, t.forbidden)
     assert found and all(" vs refused " in f and ".status" in f for f in found)
 
@@ -207,11 +209,17 @@ def test_attribute_phrases_read_as_a_person_says_them():
     assert plural_measure("loyalty points") and plural_measure("refills left") and not plural_measure("status")
 
 
-def test_the_players_telecom_description_no_longer_calls_an_old_phone_new():
-    task = generate_task(context("telecom", 21), 21, 8)
-    text = " ".join(task.user_profile.goals)
-    assert "bought 2021-06-10" in text and "my new" not in text
-    assert "line with plan Starter and status active" not in text
+def test_the_players_telecom_descriptions_no_longer_call_an_old_phone_new():
+    tasks = []
+    for i in range(40):
+        with contextlib.suppress(TaskRejected):
+            tasks.append(generate_task(context("telecom", 21), 21, i))
+    old = [t for t in tasks if re.search(r"bought 20(1\d|2[0-4])-", " ".join(t.user_profile.goals))]
+    assert old, "seed 21 still describes devices bought years before the clock"
+    for task in old:
+        text = " ".join(task.user_profile.goals)
+        assert "my new" not in text and "brand-new" not in text, text
+        assert "line with plan Starter and status active" not in text
 
 
 @pytest.mark.parametrize("family", ["computed", "description", "conditional", "bulk"])
@@ -235,3 +243,20 @@ def test_a_referred_sentence_is_quoted_and_a_name_is_not():
     assert b.phrase(reports, {"post_id": "Arrive full speak population goal. Is unfounded"}) == \
         'report with post "Arrive full speak population goal. Is unfounded"'
     assert b.phrase(reports, {"post_id": "Dr. Elizabeth Barron"}) == "report with post Dr. Elizabeth Barron"
+
+
+def test_every_catalog_domain_keeps_a_finder_of_its_people_on_every_seed():
+    """Seeds dropped the only search over a domain's people (food_delivery, fitness_club, job_seeking,
+    email_management on some seeds), and couples were searched by partner names that did not count as
+    something a person knows (wedding_planning): the identity rule then had no tool to follow it."""
+    from scaleenv.synth.procedural.blueprint import catalog
+    from scaleenv.synth.procedural.derive import _PERSON_COLUMN, derive_spec
+    from scaleenv.synth.tasks.identity import self_finders
+
+    for name, bp in catalog().items():
+        people = [e.name for e in bp.entities if any(_PERSON_COLUMN.search(c.name) for c in e.columns)
+                  and any(c.search for c in e.columns)]
+        for seed in range(6):
+            spec = derive_spec(bp, seed)
+            for table in people:
+                assert self_finders(spec, table), (name, seed, table)

@@ -51,6 +51,7 @@ _PARAM_TYPES: dict[str, ParamType] = {"text": "string", "integer": "integer", "r
                 "date": "string", "datetime": "string", "json": "string"}
 _FORMAT_HINT = {"date": " (YYYY-MM-DD)", "datetime": " (YYYY-MM-DDTHH:MM:SS)", "json": " (a JSON document)"}
 _OPTIONAL_FAMILIES = {"update", "list", "count", "total", "search"}
+_PERSON_COLUMN = re.compile(r"^(email|e_mail|email_address|phone|phone_number|mobile|full_name|first_name|last_name)$")
 
 
 def _pick(rng: random.Random, options: str | list[str]) -> str:
@@ -485,9 +486,18 @@ class _Deriver:
                 tool.name = next((n for n in options if n not in explicit and n not in used), f"{tool.name}_2")
             used.add(tool.name)
 
+    def person_tables(self) -> set[str]:
+        """The entities that are people (a customer, a member, a couple): they have an e-mail, a phone
+        or a full name, by which a person is found when the policy asks to verify them."""
+        return {e.name for e in self.bp.entities
+                if any(_PERSON_COLUMN.search(c.name) for c in e.columns)}
+
     def trim(self) -> None:
-        """Drop a seeded share of optional tools (and enough to respect MAX_TOOLS)."""
-        optional = [t for t in self.tools if t.meta["family"] in _OPTIONAL_FAMILIES]
+        """Drop a seeded share of optional tools (and enough to respect MAX_TOOLS). A search over a
+        table of people stays: the identity rule of the policy needs a way to find the user."""
+        people = self.person_tables()
+        optional = [t for t in self.tools if t.meta["family"] in _OPTIONAL_FAMILIES
+                    and not (t.meta["family"] == "search" and t.meta.get("entity") in people)]
         self.rng.shuffle(optional)
         budget = max(0, len(self.tools) - MIN_TOOLS)
         n_drop = min(budget, max(len(self.tools) - MAX_TOOLS, round(len(optional) * 0.15)))

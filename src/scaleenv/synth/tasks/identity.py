@@ -17,7 +17,7 @@ from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 
 KNOWN_ATTRIBUTE = re.compile(r"(^|_)(name|full_name|display_name|email|e_mail|email_address|phone|phone_number|"
-                             r"mobile|mobile_number|username|user_name|handle)$")
+                             r"mobile|mobile_number|username|user_name|handle)$|^partner_(one|two|1|2)$")
 """Columns whose value a person knows about themself (their name, e-mail, phone, user name)."""
 
 STAFF_PERSONA = "You are a staff member"
