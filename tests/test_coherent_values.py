@@ -131,3 +131,12 @@ def test_mend_rows_makes_task_rows_obey_the_invariants() -> None:
     w.load_rows("players", [twin])
     w.load_rows("fixtures", [late])
     assert check_world(w) == []
+
+
+def test_a_one_word_label_gets_a_variant_of_its_kind_not_a_persons_name():
+    """fitness_club (seed 31): plans named "Off-Peak", "Standard"... got fresh names such as "Pamela Strong"."""
+    rng = random.Random(0)
+    for like in ("Standard", "Off-Peak", "Flex"):
+        v = fresh_value("name", like, rng, {like})
+        assert v != like and v.startswith(like + " ") and len(v.split()) == 2, v
+    assert fresh_value("city", "Lisbon", rng, {"Lisbon"}) != "Lisbon Plus"

@@ -260,3 +260,49 @@ def test_every_catalog_domain_keeps_a_finder_of_its_people_on_every_seed():
             spec = derive_spec(bp, seed)
             for table in people:
                 assert self_finders(spec, table), (name, seed, table)
+
+
+@pytest.mark.parametrize("name", ["online_learning", "pet_care", "retail"])
+def test_a_conditional_task_holds_the_tool_of_the_branch_it_did_not_take(name, monkeypatch):
+    """online_learning/00004 (seed 31) asked "if the score is at least 10.5, give it a score of 20;
+    otherwise send it back", but only the send-back tool was in the task: the tool list told the branch."""
+    from scaleenv.synth.tasks.families.conditional import ConditionalBuilder
+
+    seen: list[tuple[str | None, list[str]]] = []
+    original = ConditionalBuilder.make_task
+
+    def spy(self, initial_hash, expected_hash, gold_keys, tools, *rest):
+        seen.append((self.untaken_tool, list(tools)))
+        return original(self, initial_hash, expected_hash, gold_keys, tools, *rest)
+
+    monkeypatch.setattr(ConditionalBuilder, "make_task", spy)
+    tasks = family_tasks(name, "conditional", 3)
+    assert tasks and len(seen) >= len(tasks)
+    for untaken, tools in seen:
+        assert untaken is not None and untaken in tools, (untaken, tools)
+
+
+def test_the_verb_of_an_infinitive_is_not_cut_as_a_noun_before_the_target():
+    """fitness_club/00024 (seed 31) read "I want to every active member ... to plan PLN-0005": the cut
+    of "the noun before the slot" took "switch" after "to" for a noun ("towards bill")."""
+    from scaleenv.synth.tasks.families.phrasing import _cut_noun
+    from scaleenv.synth.tasks.instruction import EntityRef
+
+    spec = context("fitness_club").spec
+    member = EntityRef(table="members", singular="member", row={"id": "MBR-0001"})
+    assert _cut_noun("I want to switch ", member, spec) == "I want to switch "
+    assert _cut_noun("I'd like to move ", member, spec) == "I'd like to move "
+    assert _cut_noun("Book my member ", member, spec).strip() == "Book"
+
+
+@pytest.mark.parametrize(("text", "flagged"), [
+    ("I'm moving away; cancel membership my account (Wesley Jones).", True),
+    ("Nobody showed up for every booked class booking for member MBR-0063.", True),
+    ("Please cancel my booking.", False),
+    ("Please change the phone on my account.", False),
+    ("I booked my flight for Monday.", False),
+])
+def test_the_language_check_catches_the_seams_players_met_in_round_three(text, flagged):
+    from scaleenv.synth.tasks.instruction import language_defects
+
+    assert bool(language_defects(text)) is flagged, language_defects(text)

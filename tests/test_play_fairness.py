@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 
 import pytest
 
@@ -121,6 +122,8 @@ def test_staff_have_no_identity_to_verify_and_say_who_they_are_when_asked():
     asyncio.run(user.opening())
     reply = asyncio.run(user.reply("Before I start, may I have your name, please?"))
     assert "staff member looking after the rental office Harbor" in reply and STOP not in reply
+    # the record's facts are not the staff member's own (smart_home, seed 31: "My name is The Goodman Home")
+    assert not re.search(r"\bMy\b", reply), reply
 
 
 @pytest.mark.parametrize("name", ["food_delivery", "airline"])

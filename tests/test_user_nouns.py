@@ -70,3 +70,14 @@ def test_the_scripted_user_gives_its_zip_code_not_its_gift_card_code(retail):
     for question in ("What's your promo code?", "What is the reference number of your order?"):
         reply = asyncio.run(user.reply(question))
         assert "GC-QWER-7731" not in reply and "30301" not in reply, (question, reply)
+
+
+def test_a_link_parameter_is_named_by_the_table_it_links_to_not_by_the_table_it_lies_in():
+    """fitness_club (seed 31): "What is your member id?" got the plan id (``members.plan_id`` lent its
+    table's nouns to the bare ``plan id`` fact), and "(yes/no)" was read as asking for an id ("no")."""
+    spec = derive_spec(catalog()["fitness_club"], 31)
+    vocab = Vocabulary(spec, ["member full name", "plan id", "session id"])
+    assert vocab.asked("What is your member id?") == []
+    assert vocab.asked("What is the membership plan id?") == ["plan id"]
+    assert vocab.asked("Which plan id should I use?") == ["plan id"]
+    assert vocab.asked("Do you confirm all of these (yes/no)?") == []

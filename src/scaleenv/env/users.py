@@ -145,6 +145,14 @@ class ScriptedUser(User):
         persona = self.ctx.task.user_profile.persona.strip().rstrip(".")
         return re.sub(r"^You are\b", "I am", persona) + "; I am not a customer."
 
+    def _mine(self) -> list[str]:
+        """The facts the user says are its own ("my e-mail"): a member of staff owns none of the
+        record's (a household's name is not theirs: "The household name is ...", not "My name is ...")."""
+        return [] if self.staff else self.identity
+
+    def _owner(self) -> str:
+        return "the" if self.staff else "my"
+
     def _identity_guess(self) -> list[str]:
         """Older profiles name no identity: the facts about the persona's entity (its first noun)."""
         facts = list(self.known)
@@ -193,7 +201,7 @@ class ScriptedUser(User):
             if is_action_confirmation(sentence) and not decisions:
                 wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
                 if wrong is not None:
-                    parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self.identity)}")
+                    parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self._mine(), self._owner())}")
                 elif "Yes, please go ahead." not in parts:
                     parts.append("Yes, please go ahead.")
                 continue
@@ -219,7 +227,7 @@ class ScriptedUser(User):
                 unknown = True
         self.revealed.update(f for f in given if f in self.withheld)
         if given:
-            said = " ".join(self.vocab.statement(f, _fmt(self.known[f]), self.identity) for f in given)
+            said = " ".join(self.vocab.statement(f, _fmt(self.known[f]), self._mine(), self._owner()) for f in given)
             parts.insert(len(decisions), said)
         elif unknown and not parts:
             parts.append("I don't know that, sorry.")

@@ -113,12 +113,23 @@ class Vocabulary:
         if spec is not None:
             for tool in spec.tools:
                 for p in tool.parameters:
-                    table = (p.column or "").partition(".")[0]
+                    table = self._named_table(spec, p.column or "")
                     if table and table not in self.columns.setdefault(norm(p.name), []):
                         self.columns[norm(p.name)].append(table)
         self.facts = list(facts)
         self.aliases = {f: self._aliases(f) for f in self.facts}
         self.pairs = {f: self._pairs(f) for f in self.facts}
+
+    @staticmethod
+    def _named_table(spec: DomainSpec, column: str) -> str:
+        """The table whose row a parameter's column names: a link's target (``members.plan_id`` names
+        a membership plan, so "member id" is no alias of a plan id), else the column's own table."""
+        table, _, col = column.partition(".")
+        t = spec.table(table) if table else None
+        c = t.column(col) if t is not None and col else None
+        if c is not None and c.foreign_key:
+            return c.foreign_key.partition(".")[0]
+        return table
 
     def split(self, fact: str) -> tuple[str | None, str]:
         """``(table, column words)`` of a fact named ``<singular> <column>``; ``(None, fact)`` else."""
@@ -198,18 +209,19 @@ class Vocabulary:
                     found.append(f)
         return found
 
-    def phrase(self, fact: str, mine: Iterable[str] = ()) -> str:
-        """How the user names its fact: ``my email`` (its own), ``my pet's birth date``, ``the reason``."""
+    def phrase(self, fact: str, mine: Iterable[str] = (), owner: str = "my") -> str:
+        """How the user names its fact: ``my email`` (its own), ``my pet's birth date``, ``the reason``
+        (``owner`` "the" for a member of staff, whose records are not theirs: ``the household's name``)."""
         nouns, col = self._nouns_col(fact)
         if fact in set(mine) and nouns:
-            return f"my {col}"
+            return f"{owner} {col}"
         if nouns:
             words = norm(fact).split()
             noun = " ".join(words[: len(words) - len(col.split())])
-            return f"my {noun}'s {col}" if noun else f"my {fact}"
+            return f"{owner} {noun}'s {col}" if noun else f"{owner} {fact}"
         return f"the {norm(fact)}"
 
-    def statement(self, fact: str, value: str, mine: Iterable[str] = ()) -> str:
+    def statement(self, fact: str, value: str, mine: Iterable[str] = (), owner: str = "my") -> str:
         """The user stating a fact: "My email is x.", "My pet's name is Rex.", "My appointment is
         scheduled at 2026-05-10T07:45:00.", "The reason is checkup." """
         table, col = self.split(fact)
@@ -217,8 +229,8 @@ class Vocabulary:
             words = norm(fact).split()
             noun = " ".join(words[: len(words) - len(col.split())])
             if noun:
-                return f"My {noun} is {col} {value}."
-        said = self.phrase(fact, mine)
+                return f"{owner.capitalize()} {noun} is {col} {value}."
+        said = self.phrase(fact, mine, owner)
         return f"{said[0].upper()}{said[1:]} is {value}."
 
     def _asked(self, s: str) -> list[str]:

@@ -240,6 +240,9 @@ def _row_person(row: dict[str, Any]) -> str | None:
     return None
 
 
+_LABEL_VARIANTS = ("Plus", "Select", "Classic", "Extra", "Lite", "Pro", "Max", "Essential", "Prime", "Advantage")
+
+
 def _another_text(column: str, like: str, fake: Faker, rng: random.Random) -> str:
     if _FIRST_COLS.search(column):
         return fake.first_name()
@@ -253,6 +256,9 @@ def _another_text(column: str, like: str, fake: Faker, rng: random.Random) -> st
         lead = fake.city() if rng.random() < 0.5 else fake.last_name()
         return f"{lead} {words[-1]}"
     kind = text_kind(column)
+    if kind in (None, "name") and len(words) == 1 and like[:1].isupper() and not any(ch.isdigit() for ch in like):
+        # a one-word label ("Standard", "Off-Peak" plans) becomes another of its kind, never a person's name
+        return f"{like} {rng.choice(_LABEL_VARIANTS)}"
     if kind and kind not in ("sentence", "paragraph", "title"):
         return str(getattr(fake, kind)())
     return fake.catch_phrase() if kind == "title" or len(words) <= 4 else fake.sentence(nb_words=len(words))

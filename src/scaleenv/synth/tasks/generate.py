@@ -631,10 +631,14 @@ class TaskBuilder:
             world, gold_keys, initial_hash, expected_hash = self.verify(initial)
         with _stage("expand"):
             finder = self.self_finder()
+            required = ((finder,) if finder else ()) + self.required_tools()
             tools, extra = expand_tools(self.ctx, initial, self.chain + self.forbidden, self.rng, self.config.min_tools,
-                                        required=(finder,) if finder else ())
+                                        required=required)
             if finder and finder not in tools:
                 raise TaskRejected(Reason.NO_SELF_FINDER, finder)
+            lacking = [t for t in required if t not in tools]
+            if lacking:
+                raise TaskRejected(Reason.MISSING_TOOL, lacking[0])
             if extra:
                 world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
             self.final_lookalikes(initial)
@@ -656,6 +660,11 @@ class TaskBuilder:
             raise TaskRejected(Reason.gate(gates.failures()[0]))
         task.verification.gates = gates.to_json()
         return task
+
+    def required_tools(self) -> tuple[str, ...]:
+        """Tools the task must hold besides the chain's and the finder (a family's other choices: the
+        branch a conditional request did not take)."""
+        return ()
 
     def self_finder(self) -> str | None:
         """The tool that finds the user's own record by what the user knows (policy rule 1 asks the

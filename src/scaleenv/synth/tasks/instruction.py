@@ -548,6 +548,12 @@ _SEAMS = (
     re.compile(r"\bIf [^.]*?, I'm\b"),  # "If my credit is at least 57, I'm Kari Perez."
     re.compile(r"\b(?:into|onto|give) (?!my\b|your\b|the\b|a\b|an\b|it\b|them\b|me\b|us\b|her\b|him\b)[a-z]+ my\b"),
     re.compile(r"\b(?:for|of|on|with) (?:pet|account|order|record|booking|member|item|car|room|player) (?:it|them)\b"),
+    # "cancel membership my account (Wesley Jones)": a verb's noun left before the pasted description
+    re.compile(r"\b(?i:cancel|close|end|renew|update|change|delete|remove|freeze|pause|resume|reactivate|suspend|"
+               r"confirm|approve|reject|book|mark|register) (?!(?:my|your|the|a|an|it|them|every|each|all|this|that|"
+               r"me|us|off|out|up|down|in|back|over)\b)[a-z]+ my\b"),
+    # "every booked class booking": a state said again by its noun
+    re.compile(r"\b([a-z]{3,})ed (?:[a-z]+ )?\1ings?\b"),
 )
 """Seams where a description was pasted into a phrasing ("give parcel my shipment", "the records for pet it")."""
 _REPEATED = re.compile(r"(?:^|(?<=[.?!] ))([^.?!]{3,}[.?!]) \1")  # "You are Tina. You are Tina."

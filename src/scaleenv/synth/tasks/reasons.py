@@ -31,6 +31,8 @@ class Reason(StrEnum):
     LANGUAGE_DEFECT = "language_defect"
     VERIFICATION_FAILED = "verification_failed"
     EXPANSION_CHANGED_GOLD = "expansion_changed_gold"
+    MISSING_TOOL = "missing_tool"
+    """A tool the task must hold (the branch a conditional request did not take) did not join its tools."""
     NO_SELF_FINDER = "no_self_finder"
     """The user speaks for itself, but the task's tools (or its profile) give no way to find the
     user's own record by what the user knows, although the domain has a finder for it."""

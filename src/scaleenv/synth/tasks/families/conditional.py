@@ -65,6 +65,7 @@ class ConditionalBuilder(TaskBuilder):
     def __init__(self, ctx: DomainContext, seed: int, attempt: int, config: ChainConfig):
         super().__init__(ctx, seed, attempt, config)
         self.branches: tuple[Goal, Goal] | None = None  # (when the condition holds, otherwise)
+        self.untaken_tool: str | None = None
         self.condition = ""
         self.condition_table = ""
         self.test: tuple[str, float, bool] | None = None
@@ -178,6 +179,7 @@ class ConditionalBuilder(TaskBuilder):
         other_goal = Goal(other[0], other[1], refs)
         self.goals.append(other_goal)
         self.branches = (taken_goal, other_goal) if holds else (other_goal, taken_goal)
+        self.untaken_tool = other[0].name
         self.condition = condition  # {target} is filled once the user side knows who speaks
         self.condition_table = focus[1]
         while len(self.chain) < self.config.min_length:
@@ -186,6 +188,11 @@ class ConditionalBuilder(TaskBuilder):
         if len(self.chain) > self.config.max_length:
             raise TaskRejected(Reason.CHAIN_TOO_LONG)
         return initial, level, density, withheld
+
+    def required_tools(self) -> tuple[str, ...]:
+        """The branch not taken is a choice the agent must be able to make: its tool is in the task
+        (without it, the tool list alone tells which branch to take)."""
+        return (self.untaken_tool,) if self.untaken_tool else ()
 
     def user_side(self, root: EntityRef | None, withheld: int) -> tuple[str, dict[str, Any]]:
         """The two branches as one goal: "If the X of my Y is at least T, A; otherwise, B." """

@@ -49,12 +49,17 @@ def _cut_noun(before: str, target: EntityRef, spec: DomainSpec) -> str:
         words = words[:-2]
     elif cut == before and len(words) > 1 and not cut[words[-1].end():].strip():
         prev = words[-2].group(0).lower()
-        if prev in _DETERMINERS or prev in _PREPOSITIONS:  # "my visit", "towards bill": another word for it
+        infinitive = prev == "to" and len(words) > 2 and words[-3].group(0).lower() in _WANTING  # "want to switch"
+        if (prev in _DETERMINERS or prev in _PREPOSITIONS) and not infinitive:  # "my visit", "towards bill"
             cut = cut[: words[-1].start()]
             words = words[:-1]
     if words and not cut[words[-1].end():].strip() and words[-1].group(0).lower() in _DETERMINERS:
         cut = cut[: words[-1].start()]
     return cut
+
+
+_WANTING = {"want", "need", "like", "love", "have", "going", "trying", "wish", "hoping", "able", "wanted", "needs"}
+"""Words before an infinitive's "to" ("I want to switch {member}"): the verb after it is no noun to cut."""
 
 
 def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],
@@ -76,6 +81,8 @@ def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, en
     text = _fill("".join(out), slots, spec, me)
     if text is None:
         return None
+    if re.match(r"(every|each|all)\b", subject):  # "Book me ({member_id})" said of a set: "Book each of them"
+        text = re.sub(r"\bme \(" + _MARK + r"\)", _MARK, text)
     start = text.index(_MARK)
     lead = text[:start].strip()
     said = subject[0].upper() + subject[1:] if not lead or lead[-1] in ".!?" else subject
