@@ -140,3 +140,15 @@ def test_a_one_word_label_gets_a_variant_of_its_kind_not_a_persons_name():
         v = fresh_value("name", like, rng, {like})
         assert v != like and v.startswith(like + " ") and len(v.split()) == 2, v
     assert fresh_value("city", "Lisbon", rng, {"Lisbon"}) != "Lisbon Plus"
+
+
+def test_a_fresh_street_address_is_a_street_not_redrawn_letters():
+    """smart_home (seed 31): a look-alike household's unique address was "535 Yiaihms Vswoyj"."""
+    rng = random.Random(0)
+    for _ in range(5):
+        v = fresh_value("address", "535 Maple Street", rng, {"535 Maple Street"})
+        from faker.providers.address.en_US import Provider
+
+        number, *words = v.split()
+        assert v != "535 Maple Street" and number.isdigit() and words
+        assert set(words) & set(Provider.street_suffixes), v  # "Leon Bridge", not "Yiaihms Vswoyj"

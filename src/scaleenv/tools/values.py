@@ -215,6 +215,13 @@ def fresh_value(column: str, like: JSONValue, rng: random.Random, taken: Collect
             if check(v):
                 return v
         return s
+    if text_kind(name) == "street_address":  # "535 Maple Street": another real-looking street, not redrawn letters
+        fake = fake or _faker(rng)
+        for _ in range(attempts):
+            v = str(fake.street_address())
+            if check(v):
+                return v
+        return s
     if any(ch.isdigit() for ch in s) and _SHAPE.match(s):
         for _ in range(attempts):
             v = redraw_shape(s, rng)
