@@ -265,7 +265,8 @@ def _another_text(column: str, like: str, fake: Faker, rng: random.Random) -> st
     kind = text_kind(column)
     if kind in (None, "name") and len(words) == 1 and like[:1].isupper() and not any(ch.isdigit() for ch in like):
         # a one-word label ("Standard", "Off-Peak" plans) becomes another of its kind, never a person's name
-        return f"{like} {rng.choice(_LABEL_VARIANTS)}"
+        variant = f"{like} {rng.choice(_LABEL_VARIANTS)}"
+        return variant if rng.random() < 0.5 else f"{fake.city()} {variant}"  # many rows: "Lake Anna Flex Plus"
     if kind and kind not in ("sentence", "paragraph", "title"):
         return str(getattr(fake, kind)())
     return fake.catch_phrase() if kind == "title" or len(words) <= 4 else fake.sentence(nb_words=len(words))
