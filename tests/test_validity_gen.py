@@ -144,17 +144,17 @@ def test_answers_are_not_zero_and_look_alikes_answer_differently(name):
 def test_noop_and_undone_sub_goals_are_found():
     ctx = context("pet_care")
     world = World.from_snapshot(ctx.spec, ctx.base)
-    pet = world.rows("pets")[0]
-    other = next(r["breed"] for r in world.rows("pets") if r["breed"] != pet["breed"] and r["species"] == pet["species"])
+    pet = next(r for r in world.rows("pets") if r["status"] != "deceased")
     init = world.snapshot()
-    same = [Call(tool="change_pet_breed", args={"pet_id": pet["id"], "new_breed": pet["breed"]}, purpose="goal")]
+    tool = "change_pet_weight_kg"  # an update of one column of the pet (the seed's tool set decides which)
+    same = [Call(tool=tool, args={"pet_id": pet["id"], "new_weight_kg": pet["weight_kg"]}, purpose="goal")]
     effects, final = goal_effects(ctx.spec, init, same)
-    assert unobservable_goals(ctx.spec, init, effects, final) == [("change_pet_breed", "noop_subgoal")]
-    undo = [Call(tool="change_pet_breed", args={"pet_id": pet["id"], "new_breed": other}, purpose="goal"),
-            Call(tool="change_pet_breed", args={"pet_id": pet["id"], "new_breed": pet["breed"]}, purpose="goal")]
+    assert unobservable_goals(ctx.spec, init, effects, final) == [(tool, "noop_subgoal")]
+    undo = [Call(tool=tool, args={"pet_id": pet["id"], "new_weight_kg": pet["weight_kg"] + 1}, purpose="goal"),
+            Call(tool=tool, args={"pet_id": pet["id"], "new_weight_kg": pet["weight_kg"]}, purpose="goal")]
     effects, final = goal_effects(ctx.spec, init, undo)
     assert unobservable_goals(ctx.spec, init, effects, final) == [
-        ("change_pet_breed", "unobservable_subgoal"), ("change_pet_breed", "unobservable_subgoal")]
+        (tool, "unobservable_subgoal"), (tool, "unobservable_subgoal")]
     real = undo[:1]
     effects, final = goal_effects(ctx.spec, init, real)
     assert unobservable_goals(ctx.spec, init, effects, final) == []
@@ -266,10 +266,11 @@ def test_needed_tools_name_the_finders_and_correctors_of_the_chain():
     ctx = context("pet_care")
     chain = [Call(tool="find_owners", args={"full_name": "x"}),
              Call(tool="list_pets_by_owner", args={"owner_id": {"$ref": 0, "field": "id"}}),
-             Call(tool="change_pet_breed", args={"pet_id": {"$ref": 1, "field": "id"}, "new_breed": "x"}, purpose="goal")]
+             Call(tool="change_pet_weight_kg", args={"pet_id": {"$ref": 1, "field": "id"}, "new_weight_kg": 3},
+                  purpose="goal")]
     needed = needed_tools(ctx, chain)
-    assert {"get_pet", "get_owner"} <= set(needed)  # finders of the tables the chain names
-    assert {"change_pet_weight_kg", "record_death_of_pet"} <= set(needed)  # correctors of the pet written
+    assert {"get_pet", "get_owner", "find_pets"} <= set(needed)  # finders of the tables the chain names
+    assert {"record_death_of_pet"} <= set(needed)  # a corrector of the pet written
     assert not {c.tool for c in chain} & set(needed)
 
 
