@@ -306,3 +306,20 @@ def test_the_language_check_catches_the_seams_players_met_in_round_three(text, f
     from scaleenv.synth.tasks.instruction import language_defects
 
     assert bool(language_defects(text)) is flagged, language_defects(text)
+
+
+def test_a_statement_of_what_happened_also_says_what_to_do():
+    """retail/00016 (seed 47): "Every paypal order of mine just left the warehouse." was the whole
+    request to ship them; a careful agent asked what to do and could not pass."""
+    from scaleenv.synth.procedural.blueprint import catalog
+    from scaleenv.synth.procedural.derive import derive_spec, with_request
+
+    assert with_request("Order {order_id} just left the warehouse.", "shipped") == \
+        "Order {order_id} just left the warehouse; please mark it shipped."
+    assert with_request("Member {member_id} is back from leave.", "active", person=True).endswith("mark them active.")
+    for kept in ("The courier collected order {order_id}, please mark it shipped.", "Cancel reservation {rental_id}.",
+                 "The pitch is frozen; postpone fixture {fixture_id}.", "Can I keep loan {loan_id} a bit longer?"):
+        assert with_request(kept, "x") == kept
+    spec = derive_spec(catalog()["retail"], 0)
+    ship = next((t for t in spec.tools if t.meta.get("to") == "shipped"), None)
+    assert ship is not None and all("please" in p or "?" in p for p in ship.meta["phrasings"])

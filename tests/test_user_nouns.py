@@ -81,3 +81,25 @@ def test_a_link_parameter_is_named_by_the_table_it_links_to_not_by_the_table_it_
     assert vocab.asked("What is the membership plan id?") == ["plan id"]
     assert vocab.asked("Which plan id should I use?") == ["plan id"]
     assert vocab.asked("Do you confirm all of these (yes/no)?") == []
+
+
+def test_asked_what_it_wants_done_the_user_says_its_open_requests_again(retail):
+    """retail/00016 (seed 47): asked what it wanted done with its orders, the user said "I don't know
+    that, sorry." and the careful agent had nothing to go on."""
+    from scaleenv.formats.task import Task
+
+    goal = "Every paypal order of mine just left the warehouse; please mark them shipped."
+    task = Task.model_validate({
+        "id": "retail/y", "domain": "retail", "instruction": goal, "tools": [], "gold_chain": [],
+        "initial_patch": {}, "answer_facts": [], "difficulty": {},
+        "user_profile": {"persona": "You are Ann Lee.", "goals": [goal], "known": {"customer full name": "Ann Lee"},
+                         "withheld": [], "identity": ["customer full name"]},
+        "verification": {"initial_hash": "0", "expected_hash": "0"},
+    })
+    user = ScriptedUser()
+    user.reset(UserContext(task=task, rng=random.Random(0), spec=retail))
+    asyncio.run(user.opening())
+    for question in ("What would you like me to do with those orders?", "Could you clarify what you need?"):
+        reply = asyncio.run(user.reply(question))
+        assert "mark them shipped" in reply and "don't know" not in reply, (question, reply)
+    assert "don't know" in asyncio.run(user.reply("What is the colour of your front door?"))

@@ -98,6 +98,11 @@ def redact(text: str, values: dict[str, Any]) -> str:
     return text
 
 
+_CLARIFY = re.compile(
+    r"\b(what (?:would|do) you (?:like|want) me to do|what did you mean|what do you mean|what exactly|"
+    r"could you clarify|can you clarify|please clarify|what should i do|how would you like me to)\b", re.IGNORECASE)
+"""A question asking what the user wants done: the user says its open requests again."""
+
 _WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
                   r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
 _RECORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b")
@@ -198,6 +203,11 @@ class ScriptedUser(User):
         unknown = False
         for sentence in questions(agent_text):
             asked_any = True
+            if _CLARIFY.search(sentence) and (pending := self.recap()):
+                # "what would you like me to do?" is no yes/no question: the user says what it asked for again
+                if f"What I need is: {pending}" not in parts:
+                    parts.append(f"What I need is: {pending}")
+                continue
             if is_action_confirmation(sentence) and not decisions:
                 wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
                 if wrong is not None:

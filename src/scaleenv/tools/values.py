@@ -247,6 +247,7 @@ def _row_person(row: dict[str, Any]) -> str | None:
     return None
 
 
+_PLACE_KINDS = {"city", "country", "state", "street_name", "street_address"}
 _LABEL_VARIANTS = ("Plus", "Select", "Classic", "Extra", "Lite", "Pro", "Max", "Essential", "Prime", "Advantage")
 
 
@@ -258,11 +259,13 @@ def _another_text(column: str, like: str, fake: Faker, rng: random.Random) -> st
     if _PERSON_COLS.search(column) and len(like.split()) in (2, 3) and like.istitle():
         return fake.name()
     words = like.split()
+    kind = text_kind(column)
+    if kind in _PLACE_KINDS:  # "Lake Anna" -> another town, never "New Kevin Anna"
+        return str(getattr(fake, kind)())
     if len(words) >= 2 and len(words[-1]) <= 12:
         # "Gloverbury FC" -> "Millbrook FC": a new leading part, the same kind of ending
         lead = fake.city() if rng.random() < 0.5 else fake.last_name()
         return f"{lead} {words[-1]}"
-    kind = text_kind(column)
     if kind in (None, "name") and len(words) == 1 and like[:1].isupper() and not any(ch.isdigit() for ch in like):
         # a one-word label ("Standard", "Off-Peak" plans) becomes another of its kind, never a person's name
         variant = f"{like} {rng.choice(_LABEL_VARIANTS)}"

@@ -382,8 +382,8 @@ class _Deriver:
             effects=[f'UPDATE "{ent.name}" SET {", ".join(sets)} WHERE id = :{key}'],
             postconditions=[Contract(sql=f'SELECT "{lc.column}" = {_lit(t.to)} FROM "{ent.name}" WHERE id = :{key}',
                                      error="transition_failed")],
-            returns=self.returns_row(ent, key)), "transition", ent, to=t.to, phrasings=t.phrasings,
-            verb=verb)
+            returns=self.returns_row(ent, key)), "transition", ent, to=t.to,
+            phrasings=[with_request(p, t.to, ent.name in self.person_tables()) for p in t.phrasings], verb=verb)
         self.refs[f"{ent.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}"] = self.tools[-1]
 
     def derive_aggregates(self, ent: Entity) -> None:
@@ -503,6 +503,37 @@ class _Deriver:
         n_drop = min(budget, max(len(self.tools) - MAX_TOOLS, round(len(optional) * 0.15)))
         drop = {t.name for t in optional[:n_drop]}
         self.tools = [t for t in self.tools if t.name not in drop]
+
+
+def with_request(phrasing: str, to: str, person: bool = False) -> str:
+    """A transition's phrasing that says what happened ("Order {order_id} just left the warehouse.")
+    with the request said too ("... Please mark it shipped."): a customer never leaves the agent to
+    guess that a statement is an instruction."""
+    text = phrasing.strip()
+    asks = re.search(r"\b(please|can you|could you|would you|i'd like|i want|i need|we need|you can|go ahead)\b",
+                     text, re.IGNORECASE) or "?" in text
+    first = re.match(r"\s*([A-Za-z']+)", text)
+    imperative = bool(first and first.group(1).lower() in _IMPERATIVE_VERBS)
+    clause = re.search(r"[;,] *(?:then )?([a-z0-9']+)\b", text)  # "the pitch is frozen; postpone fixture ..."
+    imperative = imperative or bool(clause and clause.group(1) in _IMPERATIVE_VERBS)
+    if asks or imperative:
+        return phrasing
+    return f"{text.rstrip('.!')}; please mark {'them' if person else 'it'} {_human(to)}."
+
+
+_IMPERATIVE_VERBS = {
+    "cancel", "close", "end", "renew", "update", "change", "delete", "remove", "freeze", "unfreeze", "pause", "resume",
+    "reactivate", "suspend", "confirm", "approve", "reject", "book", "mark", "register", "record", "log", "set",
+    "add", "put", "make", "give", "send", "move", "open", "reopen", "sign", "enroll", "enrol", "reserve", "schedule",
+    "assign", "pay", "refund", "issue", "void", "start", "stop", "block", "unblock", "archive", "restore", "publish",
+    "pull", "file", "submit", "check", "return", "report", "transfer", "switch", "upgrade", "downgrade", "lock",
+    "unlock", "turn", "drop", "call", "let", "create", "flag", "note", "release", "hold", "place", "accept",
+    "decline", "withdraw", "retire", "reinstate", "expire", "halt", "decommission", "disable", "enable", "run",
+    "relocate", "recall", "terminate", "settle", "finalize", "postpone", "rescind", "offboard", "kick", "write",
+    "bring", "reconnect", "reset", "dump", "charge", "comp", "grade", "redeem", "apply", "save", "bookmark", "link",
+    "seat", "enter", "tip", "leave", "rate", "offer", "sow", "store", "prescribe", "86", "show", "ship", "dispatch",
+    "deliver", "allocate", "hand", "resolve", "discontinue", "collect", "no-show",
+}
 
 
 def _not_blank(param: str, column: str) -> Contract:
