@@ -202,7 +202,9 @@ def test_attribute_phrases_read_as_a_person_says_them():
     cols = {c.name: c for c in orders.columns}
     assert measure_words(cols["charged"]) == "charge"
     assert qualified("order", cols["status"], "out_for_delivery") == "order that is out for delivery"
-    assert qualified("order", cols["status"], "placed") == "placed order"
+    # "every placed order of mine" read as every order I placed (seed 47): such a state is said as one
+    assert qualified("order", cols["status"], "placed") == "order that is still placed"
+    assert qualified("order", cols["status"], "delivered") == "delivered order"
     pets = context("pet_care").spec.table("pets")
     assert pets is not None
     assert measure_words(next(c for c in pets.columns if c.name == "weight_kg")) == "weight"
@@ -298,6 +300,9 @@ def test_the_verb_of_an_infinitive_is_not_cut_as_a_noun_before_the_target():
 @pytest.mark.parametrize(("text", "flagged"), [
     ("I'm moving away; cancel membership my account (Wesley Jones).", True),
     ("Nobody showed up for every booked class booking for member MBR-0063.", True),
+    ("We've run out of every available menu item for Clark's Kitchen; mark item them sold out.", True),
+    ("We've run out of every available menu item for Clark's Kitchen; mark them sold out.", False),
+    ("If my store credit is at least 95, leave a review; otherwise, I'm Lori Clark; I'd like to order 2.", True),
     ("Please cancel my booking.", False),
     ("Please change the phone on my account.", False),
     ("I booked my flight for Monday.", False),

@@ -250,7 +250,13 @@ def _attribute(goal: Goal, target: EntityRef | None) -> str:
         words = words[1:]
     elif target is not None and words[: len(human(target.singular).split())] == human(target.singular).split():
         words = words[len(human(target.singular).split()):] or words
-    return drop_unit(" ".join(words))
+    said = drop_unit(" ".join(words))
+    return _SPOKEN_ATTRIBUTES.get(said, said)
+
+
+_SPOKEN_ATTRIBUTES = {"phone": "phone number", "mobile": "mobile number", "email": "e-mail address",
+                      "dob": "date of birth", "zip": "zip code"}
+"""Attributes people name in full ("I'd like to know my phone number", not "... my phone")."""
 
 
 def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec,
@@ -546,12 +552,16 @@ _SEAMS = (
     re.compile(r"\bmy [a-z]+ my\b"),  # "to my profile my account"
     re.compile(r"\((?:them|it)\)"),  # "for the club Luisbury FC (them)"
     re.compile(r"\bIf [^.]*?, I'm\b"),  # "If my credit is at least 57, I'm Kari Perez."
+    re.compile(r"\botherwise, I'm\b"),  # "...; otherwise, I'm Lori Clark; I'd like to order ..."
     re.compile(r"\b(?:into|onto|give) (?!my\b|your\b|the\b|a\b|an\b|it\b|them\b|me\b|us\b|her\b|him\b)[a-z]+ my\b"),
     re.compile(r"\b(?:for|of|on|with) (?:pet|account|order|record|booking|member|item|car|room|player) (?:it|them)\b"),
     # "cancel membership my account (Wesley Jones)": a verb's noun left before the pasted description
     re.compile(r"\b(?i:cancel|close|end|renew|update|change|delete|remove|freeze|pause|resume|reactivate|suspend|"
                r"confirm|approve|reject|book|mark|register) (?!(?:my|your|the|a|an|it|them|every|each|all|this|that|"
                r"me|us|off|out|up|down|in|back|over)\b)[a-z]+ my\b"),
+    # "mark item them sold out": a noun of the record left before the pronoun that stands for it
+    re.compile(r"\b(?:item|order|booking|ticket|card|line|loan|task|post|bill|invoice|claim|shipment|parcel|listing|"
+               r"reservation|appointment|subscription|rental|policy) (?:it|them)\b"),
     # "every booked class booking": a state said again by its noun
     re.compile(r"\b([a-z]{3,})ed (?:[a-z]+ )?\1ings?\b"),
 )

@@ -71,7 +71,7 @@ def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, en
     for m in re.finditer(r"\{(\w+)\}", template):
         if m.group(1) not in names:
             continue
-        out.append(_cut_noun(template[pos : m.start()], target, spec) if n == 0 else template[pos : m.start()])
+        out.append(_cut_noun(template[pos : m.start()], target, spec))  # "mark item {id}" said later: "mark it"
         out.append(_MARK if n == 0 else later)
         pos, n = m.end(), n + 1
     if n == 0:

@@ -135,11 +135,22 @@ def is_state(c: Column) -> bool:
     return c.name in ("status", "state")
 
 
+_ACT_WORDS = {"placed", "submitted", "created", "booked", "ordered", "registered", "requested", "opened", "made",
+              "filed", "posted", "listed", "issued", "sent", "applied", "entered", "logged", "raised", "reported",
+              "received", "new", "scheduled", "reserved"}
+"""States named by the act that makes every record ("placed" orders, "submitted" applications): said
+before the noun, they read as every record of the kind, so they are said as a state ("that is still
+placed")."""
+
+
 def qualified(noun: str, c: Column, value: Any) -> str:
     """``noun`` qualified by an enum value as a person says it: "open bill", "order that is out for
     delivery", "full-time job posting", "job posting with employment type fixed term contract"."""
     said = say(value)
     words = said.split()
+    if len(words) == 1 and is_state(c) and said.lower() in _ACT_WORDS:
+        # "every placed order of mine" reads as every order I placed: the state is said as one
+        return f"{noun} that is still {said}"
     if len(words) == 1:
         return f"{said} {noun}"
     if is_state(c):
