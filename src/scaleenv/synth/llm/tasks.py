@@ -30,7 +30,7 @@ from collections import deque
 from typing import Any
 
 from scaleenv.env.cache import make_episode
-from scaleenv.errors import ScaleEnvError
+from scaleenv.errors import ScaleEnvError, ToolError
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import (
     DEFAULT_FAMILY,
@@ -63,9 +63,10 @@ from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, Task
 from scaleenv.synth.tasks.instruction import human
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import fresh_unique, next_id
-from scaleenv.tools.chain import ChainError, run_chain
+from scaleenv.tools.chain import ChainError, resolve_args, run_chain
+from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.replay import TaskWorlds
-from scaleenv.tools.runtime import execute_tool
+from scaleenv.tools.runtime import execute_tool, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.patch import apply_patch, table_order
 from scaleenv.world.world import World
@@ -174,6 +175,13 @@ class LLMTaskBuilder(TaskBuilder):
                 lines.append(f"{table}: " + "; ".join(calls))
         return "\n".join(lines) or "(none: start from a record the customer can name through the tools above)"
 
+    def policy_text(self, names: set[str]) -> str:
+        """The policy's checked rules (eligibility, limits) over the offered tools, as the agent reads them."""
+        policy = self.spec.policy
+        rules = [r for r in policy.rules if r.forbid and r.kind in ("eligibility", "limit") and names & set(r.tools)] \
+            if policy else []
+        return "\n".join(f"- {r.text} ({', '.join(t for t in r.tools if t in names)})" for r in rules) or "(none)"
+
     def write_chain(self, level: str) -> list[Call]:
         goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
             [t for t in self.spec.tools if t.kind == "write"])
@@ -205,7 +213,7 @@ class LLMTaskBuilder(TaskBuilder):
 
         msgs = render("chain", title=self.title, task_number=self.attempt, tables=rules_text(self.spec, tables),
                       tools="\n".join(tool_sig(t) for t in tools), edges=self.edges_text(goal.name, names),
-                      lookups=self.lookups_text(tools),
+                      lookups=self.lookups_text(tools), policy=self.policy_text(names),
                       rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
                       goal_tool=goal.name, min_len=lo, max_len=hi)
         try:
@@ -273,6 +281,28 @@ class LLMTaskBuilder(TaskBuilder):
             scratch.close()
         return ""
 
+    def policy_error(self) -> str:
+        """'' or the first write of the chain that breaks a checked policy rule on the task's rows: a
+        policy-following agent would refuse it, so the chain's final state could never be reached."""
+        policy = self.spec.policy
+        if policy is None or not any(policy.checks(c.tool) for c in self.chain):
+            return ""
+        scratch = World.from_snapshot(self.spec, self.world.snapshot())
+        outputs: list[Any] = []
+        try:
+            for i, call in enumerate(self.chain):
+                tool = _tool(self.spec, call.tool)
+                args = resolve_args(call, outputs, i)
+                bad = broken_rules(scratch, self.spec, tool, args) if tool.kind == "write" else []
+                if bad:
+                    return f"s{i} = {call.tool}(...) breaks the policy rule '{bad[0].name}': {bad[0].text}"
+                outputs.append(run_tool(scratch, tool, args))
+        except (ToolError, ChainError) as e:
+            return f"the chain fails at {e}"
+        finally:
+            scratch.close()
+        return ""
+
     def write_state(self, density: int) -> bytes:
         tables = self.chain_tables()
         msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=rules_text(self.spec, tables),
@@ -300,7 +330,8 @@ class LLMTaskBuilder(TaskBuilder):
                 except ChainCodeError as e:
                     error = f"the corrected chain does not parse: {e}"
             if not error:
-                error = self._materialize(self._with_ids(obj.get("rows")), {}) or self._executes()
+                error = (self._materialize(self._with_ids(obj.get("rows")), {}) or self._executes()
+                         or self.policy_error())
             self.record["state_rounds"] = round_no + 1
             if not error:
                 break
@@ -546,6 +577,7 @@ class LLMTaskBuilder(TaskBuilder):
         tools, extra = self.expand(initial, gold_keys)
         if extra:
             world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
+        self.check_policy(initial)  # a gold write that breaks the policy is a task no good agent can do
         self.check_coherent(initial, world)  # the spec's (inferred) invariants hold before and after
         instruction, profile = self.write_user_side(withheld)
         spec = self.spec
@@ -596,9 +628,10 @@ class LLMTaskBuilder(TaskBuilder):
         return f"{self.ctx.singular(table.name)} {c.name}", out[c.name]
 
     def add_answer_fact(self) -> None:
-        """If the chain ends with a read of one record or value, the user wants to learn it."""
+        """If the chain ends with a read, the user wants to learn what it returns: the value or one
+        attribute of the record; of a list, the one record's attribute or how many records it holds."""
         last = self.spec.tool(self.chain[-1].tool)
-        if last is None or last.kind != "read" or last.returns.mode not in ("one", "scalar"):
+        if last is None or last.kind != "read" or last.returns.mode not in ("one", "scalar", "many"):
             return
         scratch = World.from_snapshot(self.spec, self.world.snapshot())
         try:
@@ -607,6 +640,15 @@ class LLMTaskBuilder(TaskBuilder):
             return
         finally:
             scratch.close()
+        if last.returns.mode == "many":
+            if not isinstance(out, list) or not out:
+                return
+            if len(out) > 1:
+                what = self.spec.table(last.returns.table or "")
+                self.answer_facts.append({"name": f"number of {what.name if what else 'results'}".replace("_", " "),
+                                          "value": len(out)})
+                return
+            out = out[0]
         name, value = self.answer_of(last, out)
         if name and value not in (None, "") and not isinstance(value, dict | list):
             self.answer_facts.append({"name": name, "value": value})

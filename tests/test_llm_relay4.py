@@ -1,0 +1,100 @@
+"""What a third fresh reader met answering a whole LLM build by hand (community garden plot allotments, 86
+requests, /work/relay4): each is now checked by the build or stated in its prompt, one test each."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_fixture import DROPPED, TOOLS, PetCareScript, database, implementation
+from scaleenv.formats.domain import DomainSpec, Policy, PolicyRule
+from scaleenv.llm.scripted import ScriptedChatModel
+from scaleenv.llm.session import LLMConfig, LLMSession
+from scaleenv.synth.graph.build import build_graph
+from scaleenv.synth.llm.chaincode import parse_chain
+from scaleenv.synth.llm.config import SynthConfig
+from scaleenv.synth.llm.design import DomainProfile, parse_database
+from scaleenv.synth.llm.implement import make_tool
+from scaleenv.synth.llm.seedrows import seed_world
+from scaleenv.synth.llm.tasks import LLMTaskBuilder
+from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.generate import TaskRejected
+from scaleenv.world.world import World
+
+PROFILE = DomainProfile("pet_care", "Pet Care", "A veterinary clinic's back office.", ["pets"])
+CFG = SynthConfig(min_tables=1)
+
+
+def _ctx(forbid: str | None = None, tool: str = "book_appointment") -> DomainContext:
+    design, problems = parse_database(database(), TOOLS, PROFILE, CFG)
+    assert not problems
+    tools = [make_tool(t, implementation(t["name"], first=False), design.param_columns,
+                       design.tool_tables[t["name"]])[0] for t in TOOLS if t["name"] not in DROPPED]
+    policy = None
+    if forbid is not None:
+        policy = Policy(rules=[PolicyRule(name="booking_window", kind="eligibility", tools=[tool],
+                                          text="A visit can be booked only within 30 days.", forbid=forbid)])
+    spec = DomainSpec(name="pet_care", tables=design.tables, tools=tools, policy=policy,
+                      meta={"title": "Pet Care", **design.meta})
+    return DomainContext(spec, seed_world(spec).snapshot(), build_graph(spec), {})
+
+
+def _builder(ctx: DomainContext, attempt: int = 0) -> tuple[ScriptedChatModel, LLMTaskBuilder]:
+    model = ScriptedChatModel(PetCareScript())
+    ask = LLMSession(model, LLMConfig(model="scripted", concurrency=1)).scoped("pet_care")
+    return model, LLMTaskBuilder(ctx, ask, 0, attempt, SynthConfig())
+
+
+# --- 1. a gold chain that breaks the domain's own policy is rejected --------------------------------
+
+
+def test_a_gold_write_that_breaks_a_policy_rule_rejects_the_llm_task():
+    """Task 0's chain books an appointment; with a rule that forbids that booking the attempt is rejected
+    (it was verified: no gate ran the policy's predicates on the reference chain), with one that allows
+    it the same attempt is accepted."""
+    _, ok = _builder(_ctx(forbid="SELECT 0"))
+    assert ok.run().gold_chain[-1].tool == "book_appointment"
+    _, bad = _builder(_ctx(forbid="SELECT :scheduled_for >= :today"))
+    with pytest.raises(TaskRejected) as e:
+        bad.run()
+    assert "booking_window" in str(e.value) or e.value.reason.value == "breaks_policy"
+
+
+def test_the_state_agent_is_told_which_rule_its_chain_breaks():
+    model, b = _builder(_ctx(forbid="SELECT :scheduled_for >= :today"))
+    with pytest.raises(TaskRejected):
+        b.run()
+    repairs = [r for r in model.requests if r.role == "state" and len(r.messages) > 2]
+    assert repairs and "breaks the policy rule 'booking_window'" in repairs[0].messages[-1]["content"]
+
+
+def test_the_chain_prompt_shows_the_policy_rules_of_its_tools():
+    model, b = _builder(_ctx(forbid="SELECT 1", tool="record_vaccination"))
+    b.write_chain("medium")  # the goal is record_vaccination
+    prompt = model.requests[-1].messages[1]["content"]
+    assert "- A visit can be booked only within 30 days. (record_vaccination)" in prompt
+    _, plain = _builder(_ctx())
+    assert plain.policy_text({"book_appointment"}) == "(none)"
+
+
+# --- 2. a looked-up record leaves a trace; a final list read is what the customer learns ------------
+
+
+def test_the_chain_prompt_says_every_looked_up_record_must_leave_a_trace():
+    model, b = _builder(_ctx())
+    b.write_chain("medium")
+    prompt = " ".join(model.requests[-1].messages[1]["content"].split())
+    assert "Every record you look up must leave a trace" in prompt
+    assert "swapped for a look-alike" in prompt
+
+
+def test_a_chain_that_ends_with_a_list_read_gives_the_customer_a_fact_to_learn():
+    ctx = _ctx()
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    owner, n = world.conn.execute("SELECT owner_id, COUNT(*) FROM pets GROUP BY owner_id HAVING COUNT(*) >= 2 "
+                                  "ORDER BY owner_id LIMIT 1").fetchone()
+    email = world.conn.execute("SELECT email FROM owners WHERE id = ?", (owner,)).fetchone()[0]
+    _, b = _builder(ctx)
+    b.chain = parse_chain(f's0 = find_owner_by_email(email="{email}")\n'
+                          's1 = list_pets_by_owner(owner_id=s0["id"])', ctx.spec)
+    b.add_answer_fact()
+    assert b.answer_facts == [{"name": "number of pets", "value": n}]
