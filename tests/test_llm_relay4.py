@@ -98,3 +98,46 @@ def test_a_chain_that_ends_with_a_list_read_gives_the_customer_a_fact_to_learn()
                           's1 = list_pets_by_owner(owner_id=s0["id"])', ctx.spec)
     b.add_answer_fact()
     assert b.answer_facts == [{"name": "number of pets", "value": n}]
+
+
+# --- 3./4. what the tool-schema agent is promised it can state, and what it must know early ---------
+
+
+def _schema_text() -> str:
+    from scaleenv.synth.llm.prompts import render
+
+    msgs = render("tool_schema", title="t", name="n", description="d", keywords="k", min_tools=25, max_tools=40,
+                  target=30)
+    return " ".join(" ".join(m["content"] for m in msgs).split())
+
+
+def test_the_tool_schema_prompt_gives_ranges_a_field_and_they_reach_the_tool():
+    text = _schema_text()
+    assert '"minimum" and "maximum" for a number\'s range' in text
+    assert 'Types, enums, "minimum"/"maximum" and required parameters are checked' in text
+    from scaleenv.synth.llm.design import normalize_tools
+    from scaleenv.synth.llm.render import tool_text
+
+    tools, problems = normalize_tools({"tools": [{
+        "name": "record_fee_payment", "kind": "write", "description": "Record a payment.",
+        "parameters": [{"name": "amount", "type": "number", "minimum": 0.01, "description": "Amount paid."}],
+        "errors": []}]})
+    assert not problems
+    assert tools[0]["parameters"][0]["minimum"] == 0.01
+    assert "- amount (number; 0.01..): Amount paid." in tool_text(tools[0])  # the code agent sees the range
+
+
+def test_a_code_added_error_is_described_without_its_message_placeholders():
+    from scaleenv.synth.llm.implement import with_new_errors
+
+    abstract = {"name": "record_fee_payment", "errors": [{"code": "lease_not_found", "description": "No lease."}]}
+    impl = {"preconditions": [{"error": "invalid_amount", "sql": "SELECT :amount > 0",
+                               "message": "Payment amount {amount} must be greater than 0."}]}
+    errors = with_new_errors(abstract, impl)["errors"]
+    assert errors[-1] == {"code": "invalid_amount", "description": "Payment amount must be greater than 0."}
+
+
+def test_the_tool_schema_prompt_states_the_derived_number_and_lifecycle_date_rules():
+    text = _schema_text()
+    assert "a derived number (a balance, seats sold, amount paid) is computed from the rows it sums" in text
+    assert "A state transition (cancel, approve, return) takes the date it happens as a parameter" in text
