@@ -141,3 +141,60 @@ def test_the_tool_schema_prompt_states_the_derived_number_and_lifecycle_date_rul
     text = _schema_text()
     assert "a derived number (a balance, seats sold, amount paid) is computed from the rows it sums" in text
     assert "A state transition (cancel, approve, return) takes the date it happens as a parameter" in text
+
+
+# --- 5. the gate's rubric covers every case; the solver sees rows of every table its tools touch -----
+
+
+def test_the_gate_rubric_covers_one_chain_with_few_tools_left():
+    from scaleenv.synth.llm.prompts import render
+
+    text = " ".join(" ".join(m["content"] for m in render(
+        "gate", title="t", included=9, complexity="0.88", remaining=7, feasibility="1.00", k=4, chains=1,
+        tau="0.5", max_chains=3)).split())
+    assert "One chain so far: grow (p >= 0.5, higher the more tools remain and the lower c(H)) when g is 0.5 " \
+           "or more, three or more tools remain and c(H) is below 1.0" in text
+    assert "With two or more chains, grow again only while c(H) is below 0.6" in text
+
+
+def test_rubric_refuses_exactly_where_no_g_could_grow_the_task():
+    from scaleenv.synth.llm.tasks import rubric_refuses
+
+    assert not rubric_refuses(1, 0.88, 7)  # the relay's uncovered case: grow
+    assert rubric_refuses(1, 0.5, 2) and rubric_refuses(1, 1.2, 9) and not rubric_refuses(1, 1.2, 10)
+    assert rubric_refuses(2, 0.64, 12)  # relay4 tasks 0 and 3: the second solver and gate said no anyway
+    assert not rubric_refuses(2, 0.2, 21) and rubric_refuses(2, 0.2, 9)
+
+
+def test_the_solver_and_gate_are_not_asked_when_the_rubric_already_says_no(monkeypatch):
+    """The scripted gate grows a one-chain task; at two chains with c(H) >= 0.6 neither the solver nor the
+    gate is asked again (each was, for a p below tau)."""
+    import scaleenv.synth.llm.tasks as tasks_mod
+
+    monkeypatch.setattr(tasks_mod, "core_complexity", lambda *a, **k: 0.7)
+    for attempt in range(3):
+        model, b = _builder(_ctx(), attempt)
+        try:
+            task = b.run()
+        except TaskRejected:
+            continue
+        if task.difficulty.chains < 2:
+            continue
+        roles = [r.role for r in model.requests]
+        assert roles.count("solver") == 1 and roles.count("gate") == 1
+        assert b.record["gate"][-1] == {"remaining": b.record["gate"][-1]["remaining"], "complexity": 0.7,
+                                        "g": None, "p": None, "accepted": False, "asked": False}
+        return
+    pytest.fail("no attempt grew past one chain")
+
+
+def test_the_solver_sees_rows_of_every_table_its_tools_touch():
+    from scaleenv.synth.llm.render import parse_sample_rows
+    from scaleenv.synth.llm.tasks import _Exerciser
+
+    ctx = _ctx()
+    model, b = _builder(ctx)
+    b.solve(["get_pet", "list_vets"], _Exerciser(b, ctx.base, {}))
+    prompt = model.requests[-1].messages[1]["content"]
+    rows = parse_sample_rows(prompt.split("up to 4 per table):\n")[1].split("\n\nThe clock")[0])
+    assert {"pets", "vets"} <= set(rows)  # vets: list_vets filters them by specialty, no id passed

@@ -107,6 +107,16 @@ def _tool(spec: DomainSpec, name: str) -> ToolSpec:
     return tool
 
 
+def rubric_refuses(chains: int, complexity: float, remaining: int) -> bool:
+    """Whether the gate prompt's rubric scores below tau whatever the solver's g: with one chain,
+    fewer than three tools left (or a saturated c(H) >= 1.0 with fewer than ten); with two or more,
+    c(H) of 0.6 or more or fewer than ten tools left. Asking the solver and the gate then costs
+    two requests for an answer the rubric already gives."""
+    if chains <= 1:
+        return remaining < 3 or (complexity >= 1.0 and remaining < 10)
+    return complexity >= 0.6 or remaining < 10
+
+
 def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().lower()
 
@@ -425,9 +435,14 @@ class LLMTaskBuilder(TaskBuilder):
             rest = [t for t in all_tools if t not in included and t not in failed]
             if not rest:
                 break
+            c = core_complexity(ctx, included, core)
+            if gate_open and chains < self.cfg.max_chains and rubric_refuses(chains, c, len(rest)):
+                # whatever g the solver found, the gate's rubric scores below tau: ask neither
+                self.record["gate"].append({"remaining": len(rest), "complexity": round(c, 3), "g": None,
+                                            "p": None, "accepted": False, "asked": False})
+                gate_open = False
             if gate_open and chains < self.cfg.max_chains:
                 g, best = self.solve(rest, ex)
-                c = core_complexity(ctx, included, core)
                 # with no executable chain there is nothing to add: the gate's answer could not matter
                 p = self.gate(len(rest), c, g, chains, len(included)) if best is not None else 0.0
                 accepted = p >= self.cfg.tau and best is not None
@@ -470,9 +485,12 @@ class LLMTaskBuilder(TaskBuilder):
         n = max(1, self.cfg.solver_tools)
         shown = rest if len(rest) <= n else [rest[i] for i in sorted(self.rng.sample(range(len(rest)), n))]
         tools = [self.spec.tool(name) for name in shown]
-        tables = sorted({kd.split(".")[0] for t in tools if t for p, kd in self.ctx.io[t.name].inputs.items()
-                         if (param := t.param(p)) is not None and param.required}
-                        or {x for t in tools if t for x in _tables_of(t)})  # rows whose ids a chain passes
+        # rows of every table the tools touch (the ids a chain passes, and what a filter or a write
+        # acts on), the tables whose ids a required parameter takes first; bounded by characters
+        inputs = sorted({kd.split(".")[0] for t in tools if t for p, kd in self.ctx.io[t.name].inputs.items()
+                         if (param := t.param(p)) is not None and param.required})
+        touched = sorted({x for t in tools if t for x in _tables_of(t)} - set(inputs))
+        tables = [t for t in inputs + touched if self.spec.table(t) is not None]
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
                       rows=sample_rows(ex.world, tables, per_table=4, max_chars=2400, spread=True),
                       clock=self.spec.clock, k=k)
