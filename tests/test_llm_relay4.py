@@ -198,3 +198,30 @@ def test_the_solver_sees_rows_of_every_table_its_tools_touch():
     prompt = model.requests[-1].messages[1]["content"]
     rows = parse_sample_rows(prompt.split("up to 4 per table):\n")[1].split("\n\nThe clock")[0])
     assert {"pets", "vets"} <= set(rows)  # vets: list_vets filters them by specialty, no id passed
+
+
+# --- 6. a chain the swap gate must reject costs no solver, gate or instruction request --------------
+
+
+class _TransferAway(PetCareScript):
+    """Task 0's chain registers a pet for the looked-up owner, then hands it to a new owner: the owner
+    leaves no trace (relay4 attempt 1: a lease created for Hugh and transferred away)."""
+
+    def __call__(self, request):
+        messages = request.messages if hasattr(request, "messages") else request
+        if "Role: chain" in str(messages[0]["content"]):
+            return ("```python\n"
+                    's0 = find_owner_by_email(email="nora.quinn@example.com")\n'
+                    's1 = register_pet(owner_id=s0["id"], name="Rex", species="dog")\n'
+                    's2 = create_owner(full_name="Zed Marlow", email="zed.marlow@example.com")\n'
+                    's3 = transfer_pet(pet_id=s1["id"], new_owner_id=s2["id"])\n```')
+        return super().__call__(request)
+
+
+def test_a_chain_whose_looked_up_record_leaves_no_trace_is_rejected_before_the_expansion():
+    model = ScriptedChatModel(_TransferAway())
+    ask = LLMSession(model, LLMConfig(model="scripted", concurrency=1)).scoped("pet_care")
+    with pytest.raises(TaskRejected) as e:
+        LLMTaskBuilder(_ctx(), ask, 0, 0, SynthConfig()).run()
+    assert e.value.reason.value == "gate_swap_not_0"
+    assert {r.role for r in model.requests} == {"chain", "state"}  # no solver, gate or instruction asked

@@ -30,6 +30,7 @@ from collections import deque
 from typing import Any
 
 from scaleenv.env.cache import make_episode
+from scaleenv.env.policies import SwapAgent
 from scaleenv.errors import ScaleEnvError, ToolError
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import (
@@ -58,7 +59,7 @@ from scaleenv.synth.llm.render import (
     tool_sig,
 )
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.gates import run_gates
+from scaleenv.synth.tasks.gates import play_policy, run_gates, swap_pairs
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import human
 from scaleenv.synth.tasks.reasons import Reason
@@ -490,9 +491,12 @@ class LLMTaskBuilder(TaskBuilder):
         inputs = sorted({kd.split(".")[0] for t in tools if t for p, kd in self.ctx.io[t.name].inputs.items()
                          if (param := t.param(p)) is not None and param.required})
         touched = sorted({x for t in tools if t for x in _tables_of(t)} - set(inputs))
-        tables = [t for t in inputs + touched if self.spec.table(t) is not None]
-        msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
-                      rows=sample_rows(ex.world, tables, per_table=4, max_chars=2400, spread=True),
+        if not inputs:
+            inputs, touched = touched, []
+        rows = sample_rows(ex.world, inputs, per_table=4, max_chars=2400, spread=True)
+        if touched:  # one row each: their formats and states, not ids to pass
+            rows += "\n" + sample_rows(ex.world, touched, per_table=1)
+        msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t), rows=rows,
                       clock=self.spec.clock, k=k)
         text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
         blocks = [b for lang, b in fenced_blocks(text) if lang in ("python", "py", "")][:k]
@@ -592,14 +596,24 @@ class LLMTaskBuilder(TaskBuilder):
         initial = self.write_state(density)
         self.add_answer_fact()
         world, gold_keys, initial_hash, expected_hash = self.verify(initial)
+        self.check_swap(initial, world, gold_keys)
         tools, extra = self.expand(initial, gold_keys)
         if extra:
             world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
         self.check_policy(initial)  # a gold write that breaks the policy is a task no good agent can do
         self.check_coherent(initial, world)  # the spec's (inferred) invariants hold before and after
         instruction, profile = self.write_user_side(withheld)
+        task = self.make_llm_task(instruction, profile, tools, level, density, initial_hash, expected_hash, gold_keys)
+        gates = run_gates(make_episode(self.spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
+        if not gates.passed:
+            raise TaskRejected(Reason.gate(gates.failures()[0]))
+        task.verification.gates = gates.to_json()
+        return task
+
+    def make_llm_task(self, instruction: str, profile: dict[str, Any], tools: list[str], level: str, density: int,
+                      initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]]) -> Task:
         spec = self.spec
-        task = Task(
+        return Task(
             id=f"{spec.name}/{self.attempt:05d}", domain=spec.name, instruction=instruction,
             user_profile=UserProfile.model_validate(profile),
             initial_patch=self.patch, gold_chain=self.chain,
@@ -616,11 +630,22 @@ class LLMTaskBuilder(TaskBuilder):
                  "initial_hash": initial_hash, "expected_hash": expected_hash,
                  "gold_keys": {t: len(k) for t, k in gold_keys.items()}, "synthesis": self.record}),
             attempt=self.attempt)
-        gates = run_gates(make_episode(spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
-        if not gates.passed:
-            raise TaskRejected(Reason.gate(gates.failures()[0]))
-        task.verification.gates = gates.to_json()
-        return task
+
+    def check_swap(self, initial: bytes, world: World, gold_keys: dict[str, list[Any]]) -> None:
+        """The swap gate before the expansion: the gold chain acting on a look-alike of a record it
+        looks up must not reach the expected state. It needs only the chain, the rows and the answer
+        facts, so a chain whose looked-up record leaves no trace is rejected before the solver, the
+        gate and the instruction agent are asked (the gates run in full on the finished task)."""
+        if not self.distractor_ids:
+            return
+        chain_tools = list(dict.fromkeys(c.tool for c in self.chain))
+        draft = self.make_llm_task("(the swap check reads no instruction)", {"withheld": []}, chain_tools,
+                                   self.tier or "medium", 1, "", "", gold_keys)
+        ep = make_episode(self.spec, draft, TaskWorlds(initial, world, gold_keys, []))
+        rng = random.Random(f"gates:{self.seed}:{draft.id}")
+        for target, other in swap_pairs(ep, draft):
+            if play_policy(ep, draft, SwapAgent(target, other), rng).score > 0.0:
+                raise TaskRejected(Reason.gate("swap_not_0"))
 
     def answer_of(self, tool: ToolSpec, out: object) -> tuple[str, Any]:
         """The attribute a read goal asks about and its value in ``out`` (the last read's output)."""
