@@ -47,7 +47,7 @@ def test_every_role_has_a_prompt_template_with_its_role_line():
                                                 "edges", "goal_tool", "min_len", "max_len", "chain", "distractors",
                                                 "args", "error", "included", "complexity", "remaining",
                                                 "feasibility", "k", "chains", "answers", "withheld", "lookups", "persona", "goals",
-                                                "stated", "n_goals", "tau", "max_chains", "growth")})
+                                                "stated", "n_goals", "tau", "max_chains", "growth", "policy")})
         assert msgs[0]["content"].startswith(f"Role: {role}\n") and "$" not in msgs[1]["content"]
 
 

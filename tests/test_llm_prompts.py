@@ -279,7 +279,7 @@ def test_gate_prompt_states_the_threshold_and_the_structural_dependency():
                   chains=1, tau="0.5", max_chains=3)[1]["content"]
     assert "the chain is added when p >= 0.5" in text
     assert "B depends directly on A when B needs a record A creates or a\nstate A writes" in text
-    assert "worth growing" in text
+    assert "One chain so far: grow (p >= 0.5" in text  # the rubric says when to grow
 
 
 def test_instruction_prompt_says_filter_words_are_literal_values():

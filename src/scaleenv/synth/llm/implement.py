@@ -11,6 +11,7 @@ most ``debug_rounds`` rounds. Tools that never pass are dropped and reported.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -140,7 +141,7 @@ def make_tool(abstract: dict[str, Any], impl: dict[str, Any], param_columns: dic
     pre = [c.model_copy(update={"error": same_record_code(c.error, declared)}) for c in pre]
     for c in pre + post:
         if c.error not in declared:
-            errors.append(ErrorSpec(code=c.error, description=c.message or c.error.replace("_", " ")))
+            errors.append(ErrorSpec(code=c.error, description=error_description(c.message, c.error)))
             declared.add(c.error)
     if problems:
         return None, problems
@@ -215,6 +216,18 @@ def _check_debug(obj: object) -> list[str]:
     return problems
 
 
+_PLACEHOLDER = re.compile(r"""\s*['"(]?\{[^{}]*\}['")]?""")
+
+
+def error_description(message: str, code: str) -> str:
+    """A code-added error's description from its message template: the ``{param}`` placeholders (filled
+    per call in the message) dropped, since a description speaks of every call ("Payment amount
+    {amount} must be greater than 0." -> "Payment amount must be greater than 0.")."""
+    text = re.sub(r"\s+([.,;:!?])", r"\1", _PLACEHOLDER.sub("", message))
+    text = re.sub(r"\s+", " ", text).strip()
+    return text if re.search(r"[A-Za-z]", text) else code.replace("_", " ")
+
+
 def with_new_errors(abstract: dict[str, Any], impl: dict[str, Any]) -> dict[str, Any]:
     """``abstract`` with the error codes that ``impl``'s preconditions name and the tool does not have
     yet (described by their message), as :func:`make_tool` adds them to the tool."""
@@ -224,7 +237,7 @@ def with_new_errors(abstract: dict[str, Any], impl: dict[str, Any]) -> dict[str,
         code = c.get("error") if isinstance(c, dict) else None
         if isinstance(code, str) and code and same_record_code(code, codes) not in codes:
             codes.add(code)
-            errors.append({"code": code, "description": str(c.get("message") or code.replace("_", " "))})
+            errors.append({"code": code, "description": error_description(str(c.get("message") or ""), code)})
     return {**abstract, "errors": errors}
 
 

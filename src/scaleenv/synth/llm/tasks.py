@@ -30,7 +30,8 @@ from collections import deque
 from typing import Any
 
 from scaleenv.env.cache import make_episode
-from scaleenv.errors import ScaleEnvError
+from scaleenv.env.policies import SwapAgent
+from scaleenv.errors import ScaleEnvError, ToolError
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import (
     DEFAULT_FAMILY,
@@ -58,14 +59,15 @@ from scaleenv.synth.llm.render import (
     tool_sig,
 )
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.gates import run_gates
+from scaleenv.synth.tasks.gates import play_policy, run_gates, swap_pairs
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import human
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import fresh_unique, next_id
-from scaleenv.tools.chain import ChainError, run_chain
+from scaleenv.tools.chain import ChainError, resolve_args, run_chain
+from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.replay import TaskWorlds
-from scaleenv.tools.runtime import execute_tool
+from scaleenv.tools.runtime import execute_tool, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.patch import apply_patch, table_order
 from scaleenv.world.world import World
@@ -104,6 +106,16 @@ def _tool(spec: DomainSpec, name: str) -> ToolSpec:
     if tool is None:
         raise KeyError(f"{spec.name} has no tool {name!r}")
     return tool
+
+
+def rubric_refuses(chains: int, complexity: float, remaining: int) -> bool:
+    """Whether the gate prompt's rubric scores below tau whatever the solver's g: with one chain,
+    fewer than three tools left (or a saturated c(H) >= 1.0 with fewer than ten); with two or more,
+    c(H) of 0.6 or more or fewer than ten tools left. Asking the solver and the gate then costs
+    two requests for an answer the rubric already gives."""
+    if chains <= 1:
+        return remaining < 3 or (complexity >= 1.0 and remaining < 10)
+    return complexity >= 0.6 or remaining < 10
 
 
 def _norm(v: object) -> str:
@@ -174,6 +186,13 @@ class LLMTaskBuilder(TaskBuilder):
                 lines.append(f"{table}: " + "; ".join(calls))
         return "\n".join(lines) or "(none: start from a record the customer can name through the tools above)"
 
+    def policy_text(self, names: set[str]) -> str:
+        """The policy's checked rules (eligibility, limits) over the offered tools, as the agent reads them."""
+        policy = self.spec.policy
+        rules = [r for r in policy.rules if r.forbid and r.kind in ("eligibility", "limit") and names & set(r.tools)] \
+            if policy else []
+        return "\n".join(f"- {r.text} ({', '.join(t for t in r.tools if t in names)})" for r in rules) or "(none)"
+
     def write_chain(self, level: str) -> list[Call]:
         goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
             [t for t in self.spec.tools if t.kind == "write"])
@@ -205,7 +224,7 @@ class LLMTaskBuilder(TaskBuilder):
 
         msgs = render("chain", title=self.title, task_number=self.attempt, tables=rules_text(self.spec, tables),
                       tools="\n".join(tool_sig(t) for t in tools), edges=self.edges_text(goal.name, names),
-                      lookups=self.lookups_text(tools),
+                      lookups=self.lookups_text(tools), policy=self.policy_text(names),
                       rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
                       goal_tool=goal.name, min_len=lo, max_len=hi)
         try:
@@ -273,6 +292,28 @@ class LLMTaskBuilder(TaskBuilder):
             scratch.close()
         return ""
 
+    def policy_error(self) -> str:
+        """'' or the first write of the chain that breaks a checked policy rule on the task's rows: a
+        policy-following agent would refuse it, so the chain's final state could never be reached."""
+        policy = self.spec.policy
+        if policy is None or not any(policy.checks(c.tool) for c in self.chain):
+            return ""
+        scratch = World.from_snapshot(self.spec, self.world.snapshot())
+        outputs: list[Any] = []
+        try:
+            for i, call in enumerate(self.chain):
+                tool = _tool(self.spec, call.tool)
+                args = resolve_args(call, outputs, i)
+                bad = broken_rules(scratch, self.spec, tool, args) if tool.kind == "write" else []
+                if bad:
+                    return f"s{i} = {call.tool}(...) breaks the policy rule '{bad[0].name}': {bad[0].text}"
+                outputs.append(run_tool(scratch, tool, args))
+        except (ToolError, ChainError) as e:
+            return f"the chain fails at {e}"
+        finally:
+            scratch.close()
+        return ""
+
     def write_state(self, density: int) -> bytes:
         tables = self.chain_tables()
         msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=rules_text(self.spec, tables),
@@ -300,7 +341,8 @@ class LLMTaskBuilder(TaskBuilder):
                 except ChainCodeError as e:
                     error = f"the corrected chain does not parse: {e}"
             if not error:
-                error = self._materialize(self._with_ids(obj.get("rows")), {}) or self._executes()
+                error = (self._materialize(self._with_ids(obj.get("rows")), {}) or self._executes()
+                         or self.policy_error())
             self.record["state_rounds"] = round_no + 1
             if not error:
                 break
@@ -394,9 +436,14 @@ class LLMTaskBuilder(TaskBuilder):
             rest = [t for t in all_tools if t not in included and t not in failed]
             if not rest:
                 break
+            c = core_complexity(ctx, included, core)
+            if gate_open and chains < self.cfg.max_chains and rubric_refuses(chains, c, len(rest)):
+                # whatever g the solver found, the gate's rubric scores below tau: ask neither
+                self.record["gate"].append({"remaining": len(rest), "complexity": round(c, 3), "g": None,
+                                            "p": None, "accepted": False, "asked": False})
+                gate_open = False
             if gate_open and chains < self.cfg.max_chains:
                 g, best = self.solve(rest, ex)
-                c = core_complexity(ctx, included, core)
                 # with no executable chain there is nothing to add: the gate's answer could not matter
                 p = self.gate(len(rest), c, g, chains, len(included)) if best is not None else 0.0
                 accepted = p >= self.cfg.tau and best is not None
@@ -439,11 +486,17 @@ class LLMTaskBuilder(TaskBuilder):
         n = max(1, self.cfg.solver_tools)
         shown = rest if len(rest) <= n else [rest[i] for i in sorted(self.rng.sample(range(len(rest)), n))]
         tools = [self.spec.tool(name) for name in shown]
-        tables = sorted({kd.split(".")[0] for t in tools if t for p, kd in self.ctx.io[t.name].inputs.items()
-                         if (param := t.param(p)) is not None and param.required}
-                        or {x for t in tools if t for x in _tables_of(t)})  # rows whose ids a chain passes
-        msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t),
-                      rows=sample_rows(ex.world, tables, per_table=4, max_chars=2400, spread=True),
+        # rows of every table the tools touch (the ids a chain passes, and what a filter or a write
+        # acts on), the tables whose ids a required parameter takes first; bounded by characters
+        inputs = sorted({kd.split(".")[0] for t in tools if t for p, kd in self.ctx.io[t.name].inputs.items()
+                         if (param := t.param(p)) is not None and param.required})
+        touched = sorted({x for t in tools if t for x in _tables_of(t)} - set(inputs))
+        if not inputs:
+            inputs, touched = touched, []
+        rows = sample_rows(ex.world, inputs, per_table=4, max_chars=2400, spread=True)
+        if touched:  # one row each: their formats and states, not ids to pass
+            rows += "\n" + sample_rows(ex.world, touched, per_table=1)
+        msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t), rows=rows,
                       clock=self.spec.clock, k=k)
         text = self.ask.chat("solver", msgs).text  # a failing endpoint stops the build (resumable)
         blocks = [b for lang, b in fenced_blocks(text) if lang in ("python", "py", "")][:k]
@@ -543,13 +596,24 @@ class LLMTaskBuilder(TaskBuilder):
         initial = self.write_state(density)
         self.add_answer_fact()
         world, gold_keys, initial_hash, expected_hash = self.verify(initial)
+        self.check_swap(initial, world, gold_keys)
         tools, extra = self.expand(initial, gold_keys)
         if extra:
             world, initial, initial_hash, expected_hash = self.reverify(extra, gold_keys)
+        self.check_policy(initial)  # a gold write that breaks the policy is a task no good agent can do
         self.check_coherent(initial, world)  # the spec's (inferred) invariants hold before and after
         instruction, profile = self.write_user_side(withheld)
+        task = self.make_llm_task(instruction, profile, tools, level, density, initial_hash, expected_hash, gold_keys)
+        gates = run_gates(make_episode(self.spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
+        if not gates.passed:
+            raise TaskRejected(Reason.gate(gates.failures()[0]))
+        task.verification.gates = gates.to_json()
+        return task
+
+    def make_llm_task(self, instruction: str, profile: dict[str, Any], tools: list[str], level: str, density: int,
+                      initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]]) -> Task:
         spec = self.spec
-        task = Task(
+        return Task(
             id=f"{spec.name}/{self.attempt:05d}", domain=spec.name, instruction=instruction,
             user_profile=UserProfile.model_validate(profile),
             initial_patch=self.patch, gold_chain=self.chain,
@@ -566,11 +630,22 @@ class LLMTaskBuilder(TaskBuilder):
                  "initial_hash": initial_hash, "expected_hash": expected_hash,
                  "gold_keys": {t: len(k) for t, k in gold_keys.items()}, "synthesis": self.record}),
             attempt=self.attempt)
-        gates = run_gates(make_episode(spec, task, TaskWorlds(initial, world, gold_keys, [])), task, self.seed)
-        if not gates.passed:
-            raise TaskRejected(Reason.gate(gates.failures()[0]))
-        task.verification.gates = gates.to_json()
-        return task
+
+    def check_swap(self, initial: bytes, world: World, gold_keys: dict[str, list[Any]]) -> None:
+        """The swap gate before the expansion: the gold chain acting on a look-alike of a record it
+        looks up must not reach the expected state. It needs only the chain, the rows and the answer
+        facts, so a chain whose looked-up record leaves no trace is rejected before the solver, the
+        gate and the instruction agent are asked (the gates run in full on the finished task)."""
+        if not self.distractor_ids:
+            return
+        chain_tools = list(dict.fromkeys(c.tool for c in self.chain))
+        draft = self.make_llm_task("(the swap check reads no instruction)", {"withheld": []}, chain_tools,
+                                   self.tier or "medium", 1, "", "", gold_keys)
+        ep = make_episode(self.spec, draft, TaskWorlds(initial, world, gold_keys, []))
+        rng = random.Random(f"gates:{self.seed}:{draft.id}")
+        for target, other in swap_pairs(ep, draft):
+            if play_policy(ep, draft, SwapAgent(target, other), rng).score > 0.0:
+                raise TaskRejected(Reason.gate("swap_not_0"))
 
     def answer_of(self, tool: ToolSpec, out: object) -> tuple[str, Any]:
         """The attribute a read goal asks about and its value in ``out`` (the last read's output)."""
@@ -596,9 +671,10 @@ class LLMTaskBuilder(TaskBuilder):
         return f"{self.ctx.singular(table.name)} {c.name}", out[c.name]
 
     def add_answer_fact(self) -> None:
-        """If the chain ends with a read of one record or value, the user wants to learn it."""
+        """If the chain ends with a read, the user wants to learn what it returns: the value or one
+        attribute of the record; of a list, the one record's attribute or how many records it holds."""
         last = self.spec.tool(self.chain[-1].tool)
-        if last is None or last.kind != "read" or last.returns.mode not in ("one", "scalar"):
+        if last is None or last.kind != "read" or last.returns.mode not in ("one", "scalar", "many"):
             return
         scratch = World.from_snapshot(self.spec, self.world.snapshot())
         try:
@@ -607,6 +683,15 @@ class LLMTaskBuilder(TaskBuilder):
             return
         finally:
             scratch.close()
+        if last.returns.mode == "many":
+            if not isinstance(out, list) or not out:
+                return
+            if len(out) > 1:
+                what = self.spec.table(last.returns.table or "")
+                self.answer_facts.append({"name": f"number of {what.name if what else 'results'}".replace("_", " "),
+                                          "value": len(out)})
+                return
+            out = out[0]
         name, value = self.answer_of(last, out)
         if name and value not in (None, "") and not isinstance(value, dict | list):
             self.answer_facts.append({"name": name, "value": value})
