@@ -328,3 +328,23 @@ def test_a_statement_of_what_happened_also_says_what_to_do():
     spec = derive_spec(catalog()["retail"], 0)
     ship = next((t for t in spec.tools if t.meta.get("to") == "shipped"), None)
     assert ship is not None and all("please" in p or "?" in p for p in ship.meta["phrasings"])
+
+
+def test_the_user_never_asks_for_a_write_in_another_persons_name():
+    """second_hand_marketplace/00000 (seed 59): "ask the seller ... from my account USR-0007", where
+    USR-0007 was another member: the gold chain sent a message as someone else."""
+    from scaleenv.synth.tasks.generate import TaskBuilder
+
+    seen = []
+    for seed in (59, 0):
+        ctx = context("second_hand_marketplace", seed)
+        for i in range(30):
+            try:
+                task = generate_task(ctx, seed, i)
+            except TaskRejected as e:
+                seen.append(str(e))
+                continue
+            for c in task.gold_chain:
+                sender = c.args.get("sender_id")
+                assert not isinstance(sender, str), (task.id, c.tool, sender)  # the user's own id comes from a look-up
+    assert hasattr(TaskBuilder, "foreign_actor")

@@ -103,3 +103,16 @@ def test_asked_what_it_wants_done_the_user_says_its_open_requests_again(retail):
         reply = asyncio.run(user.reply(question))
         assert "mark them shipped" in reply and "don't know" not in reply, (question, reply)
     assert "don't know" in asyncio.run(user.reply("What is the colour of your front door?"))
+
+
+def test_asked_for_their_own_e_mail_the_user_never_gives_the_new_members():
+    """fitness_club (seeds 31 and 59): asked for the e-mail on their own membership, the user gave the
+    address of the member they were signing up. A new record's contact is ``new <record> <attribute>``."""
+    spec = derive_spec(catalog()["fitness_club"], 0)
+    vocab = Vocabulary(spec, ["member full name", "new member email", "new member phone"])
+    assert vocab.asked("Could you tell me the e-mail address on your own membership?") == []
+    assert vocab.asked("What is your phone number?") == []
+    assert vocab.asked("What's the new member's e-mail?") == ["new member email"]
+    assert vocab.asked("And the phone of the new member?") == ["new member phone"]
+    assert vocab.statement("new member email", "a@b.example", ["member full name"]) == \
+        "The new member's email is a@b.example."

@@ -164,6 +164,10 @@ class Vocabulary:
         if table is not None:
             return self.nouns.get(table, []), col
         words = norm(fact).split()
+        if len(words) >= 3 and words[0] == "new":  # "new member email": the e-mail of a member to create
+            table, col = self.split(" ".join(words[1:]))
+            if table is not None:
+                return self.nouns.get(table, []), col
         # a known compound ("zip code", "phone number") is a column's words, not "<noun> <column>"
         if len(words) >= 2 and words[0] != "new" and " ".join(words) not in self.param_words \
                 and " ".join(words) not in SYNONYMS:
@@ -187,7 +191,8 @@ class Vocabulary:
         cols = self.column_aliases(col)
         for noun in nouns:
             out += [f"{noun} {c}" for c in cols if c != noun]
-        out += [c for c in cols if c not in GENERIC and len(c) >= 3]
+        if not (nouns and norm(fact).startswith("new ")):  # a new record's e-mail is not "the e-mail"
+            out += [c for c in cols if c not in GENERIC and len(c) >= 3]
         return list(dict.fromkeys(p for p in out if p))
 
     def _pairs(self, fact: str) -> tuple[list[str], list[str]]:
@@ -215,6 +220,9 @@ class Vocabulary:
         nouns, col = self._nouns_col(fact)
         if fact in set(mine) and nouns:
             return f"{owner} {col}"
+        if nouns and norm(fact).startswith("new "):
+            words = norm(fact).split()
+            return f"the {' '.join(words[: len(words) - len(col.split())])}'s {col}"  # the new member's email
         if nouns:
             words = norm(fact).split()
             noun = " ".join(words[: len(words) - len(col.split())])

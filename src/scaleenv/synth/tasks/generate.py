@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -115,6 +116,12 @@ class ChainConfig:
 def _shift_dates(row: dict[str, Any], days: int) -> dict[str, Any]:
     return {k: shift_iso(v, days) for k, v in row.items()}
 
+
+_OTHER_PARTY = re.compile(r"(^|_)(to|recipient|receiver|new|target|other|invitee|friend|followee|followed|blocked|"
+                          r"assignee|guest|beneficiary|payee|contact|partner|member|owner|buyer|seller|candidate|"
+                          r"student|patient|passenger|player|reviewer|referee|employee|driver|courier)(_|$)")
+"""Parameters of a write that may name someone other than the user: the other party (a recipient,
+a new owner, an invitee) or a person a member of staff acts on."""
 
 class TaskBuilder:
     """The ``direct`` family: goals asked for directly. Other families subclass it (see
@@ -629,6 +636,9 @@ class TaskBuilder:
         with _stage("verify"):
             self.check_policy(initial)
             world, gold_keys, initial_hash, expected_hash = self.verify(initial)
+        foreign = self.foreign_actor()
+        if foreign:
+            raise TaskRejected(Reason.FOREIGN_ACTOR, foreign)
         with _stage("expand"):
             finder = self.self_finder()
             required = ((finder,) if finder else ()) + self.required_tools()
@@ -660,6 +670,25 @@ class TaskBuilder:
             raise TaskRejected(Reason.gate(gates.failures()[0]))
         task.verification.gates = gates.to_json()
         return task
+
+    def foreign_actor(self) -> str | None:
+        """A write the user asks for in another person's name: an argument naming a record of the
+        user's own table other than the user ("ask the seller ... from my account USR-0007", where
+        USR-0007 is someone else). Parameters that name the other party (a recipient, a new owner)
+        are allowed."""
+        me = speaker_of(self.spec, next(iter(self.entities.values()), None), self.entities)
+        if me is None:
+            return None
+        for call in self.chain:
+            tool = self.spec.tool(call.tool)
+            if tool is None or tool.kind != "write":
+                continue
+            for name, table in self.ctx.key_params(tool).items():
+                v = call.args.get(name)
+                if table == me.table and isinstance(v, str | int) and v != me.row.get("id") \
+                        and not _OTHER_PARTY.search(name):
+                    return f"{call.tool}.{name}={v} is not the user {me.row.get('id')}"
+        return None
 
     def required_tools(self) -> tuple[str, ...]:
         """Tools the task must hold besides the chain's and the finder (a family's other choices: the

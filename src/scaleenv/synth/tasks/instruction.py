@@ -350,6 +350,22 @@ def person_name(spec: DomainSpec, ref: EntityRef) -> str | None:
     return None
 
 
+_CONTACT_PARAM = re.compile(r"(^|_)(email|e_mail|email_address|phone|phone_number|mobile|full_name|first_name|"
+                            r"last_name)$")
+
+
+def goal_fact(spec: DomainSpec, tool: ToolSpec, param: str) -> str:
+    """The name the user knows a goal's argument by: the parameter's words, or, for a new record's
+    name, e-mail or phone, ``new <record> <attribute>`` ("new member email"), which is never the
+    user's own: asked for their e-mail, the user does not give the one of the member they sign up."""
+    name = human(param)
+    if tool.meta.get("family") == "create" and _CONTACT_PARAM.search(param):
+        singular = (spec.meta.get("singular") or {}).get(str(tool.meta.get("entity") or ""))
+        if isinstance(singular, str) and singular:
+            return f"new {human(singular)} {name}"
+    return name
+
+
 def is_person(spec: DomainSpec, ref: EntityRef) -> bool:
     """Whether the entity is someone who would speak for themself (a customer, a member): a person's
     kind of record, or one with a person's name column, never a place or an organisation."""
@@ -511,7 +527,7 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
     for g in goals:
         for k, v in g.args.items():
             if k not in g.refs:
-                known[human(k)] = v
+                known[goal_fact(spec, g.tool, k)] = v
     if root is not None and me is None:
         for ref in entities.values():
             ref.owner_word = "the"  # a member of staff speaks of the records it looks after

@@ -31,6 +31,8 @@ class Reason(StrEnum):
     LANGUAGE_DEFECT = "language_defect"
     VERIFICATION_FAILED = "verification_failed"
     EXPANSION_CHANGED_GOLD = "expansion_changed_gold"
+    FOREIGN_ACTOR = "foreign_actor"
+    """A write the user asks for in another person's name (an actor argument naming someone else)."""
     MISSING_TOOL = "missing_tool"
     """A tool the task must hold (the branch a conditional request did not take) did not join its tools."""
     NO_SELF_FINDER = "no_self_finder"
