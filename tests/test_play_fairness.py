@@ -186,3 +186,16 @@ def test_a_fact_of_another_goal_is_no_reason_to_decline():
     assert reply("The line with the lowest quantity is ITM-0123 (quantity 1). Shall I go ahead and remove it?"
                  ).startswith("Yes")
     assert reply("Shall I go ahead and order variant VAR-0048 with quantity 3?").startswith("No, that is not right")
+
+
+def test_the_policy_tells_the_agent_staff_have_no_identity_to_verify():
+    """Players asked staff callers for a customer's name or e-mail (football, in_store_dining, seed 59):
+    the procedure exempts staff, and now the policy the agent reads says so."""
+    from scaleenv.env.prompts import STAFF_NOTE, policy_section
+
+    spec = context("pet_care").spec
+    assert spec.policy is not None and spec.policy.of_kind("identity")
+    assert STAFF_NOTE in policy_section(spec)
+    without = spec.model_copy(update={"policy": spec.policy.model_copy(
+        update={"rules": [r for r in spec.policy.rules if r.kind != "identity"]})})
+    assert STAFF_NOTE not in policy_section(without)

@@ -32,6 +32,9 @@ POLICY_HEADER = (
     "When a rule forbids what the user asks, do not do it: tell the user you cannot, and why (name the rule's "
     "condition)."
 )
+STAFF_NOTE = ("\nA member of staff who says they look after a record (not a customer) has no customer"
+              " account to verify: the identity rule does not apply to them.")
+"""Said with an identity rule: staff personas are exempt from it (the procedure check agrees)."""
 SOLO_POLICY_NOTE = "\nIn this session there is no one to ask: a rule that needs the user's yes or identity is met by the request itself."
 
 
@@ -40,6 +43,8 @@ def policy_section(spec: DomainSpec | None, mode: str = "conversational") -> str
     if spec is None or spec.policy is None or not spec.policy.rules:
         return ""
     text = POLICY_HEADER.replace("{domain}", spec.name.replace("_", " ")).replace("{rules}", spec.policy.document())
+    if spec.policy.of_kind("identity"):
+        text += STAFF_NOTE
     return text + (SOLO_POLICY_NOTE if mode == "solo" else "")
 
 

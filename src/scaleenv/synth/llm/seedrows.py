@@ -89,6 +89,18 @@ class RowGenerator:
                     if c.name == table.primary_key:
                         continue
                     v = self.value(table, c, row)
+                    if c.foreign_key and c.name in seen and v is not None:
+                        # a unique link (one loan per reservation): each parent once, then none
+                        ft = c.foreign_key.split(".")[0]
+                        free = [p for p in self.ids.get(ft, []) if p not in seen[c.name]]
+                        v = v if v not in seen[c.name] else (free[self.rng.randrange(len(free))] if free else None)
+                        if v is None and not c.nullable:
+                            raise ScaleEnvError(f"cannot seed table {name}: {c.name} is a unique link to {ft}, "
+                                                f"which has fewer rows than {name}")
+                        if v is not None:
+                            seen[c.name].add(v)
+                        row[c.name] = v
+                        continue
                     if c.name in seen and v is not None:
                         if v in seen[c.name]:
                             v = fresh_value(c.name, v, self.rng, seen[c.name], row=row, fake=self.fake,
