@@ -119,9 +119,13 @@ def test_rows_with_several_owner_links_on_one_column_seed(seed: int) -> None:
 def test_a_unique_link_gets_each_parent_once(seed: int) -> None:
     """relay5: loans.reservation_id was a unique, optional link (one loan per reservation), and the
     seeding drew the same reservation twice: the build stopped at 'UNIQUE constraint failed'."""
-    reservations = Table(name="reservations", columns=[Column(name="id"), Column(name="note")])
+    patrons = Table(name="patrons", columns=[Column(name="id"), Column(name="full_name")])
+    reservations = Table(name="reservations", columns=[
+        Column(name="id"), Column(name="patron_id", foreign_key="patrons.id")])
+    # the loan's patron owns its reservation (an owner link) and each reservation is lent once
     loans = Table(name="loans", columns=[
-        Column(name="id"), Column(name="reservation_id", foreign_key="reservations.id", nullable=True, unique=True)])
-    world = seed_world(DomainSpec(name="makerspace", tables=[reservations, loans]), seed, 1.0)
+        Column(name="id"), Column(name="patron_id", foreign_key="patrons.id"),
+        Column(name="reservation_id", foreign_key="reservations.id", nullable=True, unique=True)])
+    world = seed_world(DomainSpec(name="makerspace", tables=[patrons, reservations, loans]), seed, 1.0)
     used = [r[0] for r in world.conn.execute("SELECT reservation_id FROM loans WHERE reservation_id IS NOT NULL")]
     assert used and len(used) == len(set(used))

@@ -107,7 +107,13 @@ class RowGenerator:
                                             lo=c.min, hi=c.max)
                         seen[c.name].add(v)
                     row[c.name] = v
-                cohere(self.spec, table, row, self.rng, out, self.clock)
+                before = {c.name: row.get(c.name) for c in table.columns if c.foreign_key and c.name in seen}
+                cohere(self.spec, table, row, self.rng, out, self.clock, taken=seen)
+                for col, old in before.items():  # a unique link the owner rule moved
+                    if row.get(col) != old:
+                        seen[col].discard(old)
+                        if row.get(col) is not None:
+                            seen[col].add(row[col])
                 rows.append(row)
             out[name] = rows
         return out
@@ -349,7 +355,8 @@ def infer_invariants(spec: DomainSpec) -> list[Invariant]:
 
 
 def cohere(spec: DomainSpec, table: Table, row: dict[str, Any], rng: random.Random,
-           done: dict[str, list[dict[str, Any]]], clock: dt.datetime) -> None:
+           done: dict[str, list[dict[str, Any]]], clock: dt.datetime,
+           taken: dict[str, set[Any]] | None = None) -> None:
     """Make one generated row obey the inferred rules (in place)."""
     for a, b in _periods(table):
         va, vb = row.get(a.name), row.get(b.name)
@@ -365,11 +372,11 @@ def cohere(spec: DomainSpec, table: Table, row: dict[str, Any], rng: random.Rand
             row[c.name] = d.replace(microsecond=0).isoformat() if c.type == "datetime" else d.date().isoformat()
         elif st in early:
             row[c.name] = None
-    _cohere_owner_links(_owner_links(spec, table), row, rng, done)
+    _cohere_owner_links(_owner_links(spec, table), row, rng, done, taken or {})
 
 
 def _cohere_owner_links(links: list[tuple[Column, Column, str, str]], row: dict[str, Any], rng: random.Random,
-                        done: dict[str, list[dict[str, Any]]]) -> None:
+                        done: dict[str, list[dict[str, Any]]], taken: dict[str, set[Any]]) -> None:
     """Make a row's links agree on their owners. Mending one pair can break another that shares a
     column (a subscription's location names both its desk's and its member's location), so the pairs
     are mended in rounds until they all agree: a link to another owner's row moves to one of the
@@ -384,7 +391,8 @@ def _cohere_owner_links(links: list[tuple[Column, Column, str, str]], row: dict[
             if named is not None and named.get(owner) == row[a.name]:
                 continue
             agreed = False
-            mine = [r["id"] for r in done[pb] if r.get(owner) == row[a.name]]
+            used = taken.get(b.name, set()) if b.unique else set()  # a unique link: each parent once
+            mine = [r["id"] for r in done[pb] if r.get(owner) == row[a.name] and r["id"] not in used]
             if mine:
                 row[b.name] = mine[rng.randrange(len(mine))]
             elif b.nullable:
@@ -462,7 +470,9 @@ def mend(spec: DomainSpec, rows: dict[str, list[dict[str, Any]]], violations: li
             if col in row:
                 taken = {r.get(col) for r in rows[v.table]}
                 row[col] = fresh_value(col, row[col], rng, taken, row=row)
-        cohere(spec, t, row, rng, rows, clock)
+        linked: dict[str, set[Any]] = {c.name: {r.get(c.name) for r in rows.get(v.table, []) if r is not row} - {None}
+                 for c in t.columns if c.foreign_key and c.unique}
+        cohere(spec, t, row, rng, rows, clock, taken=linked)
         if row != before:
             changed += 1
     return changed
