@@ -348,3 +348,36 @@ def test_the_user_never_asks_for_a_write_in_another_persons_name():
                 sender = c.args.get("sender_id")
                 assert not isinstance(sender, str), (task.id, c.tool, sender)  # the user's own id comes from a look-up
     assert hasattr(TaskBuilder, "foreign_actor")
+
+
+def test_a_new_record_is_asked_for_with_the_record_it_belongs_to():
+    """online_learning/00015 (seed 67): "I'd like to add a new module (title: ..., position: 17, ...)"
+    never said which course; the expected world put it in one the user had named only elsewhere."""
+    from scaleenv.synth.tasks.generate import TaskRejected as Rejected
+
+    said = []
+    for i in range(60):
+        try:
+            task = generate_task(context("online_learning"), 0, i)
+        except Rejected:
+            continue
+        said += [g for g in task.user_profile.goals if re.search(r"\b(add|register) a new\b", g)]
+    assert said
+    assert all(re.search(r"\bfor (my account|[a-z]+ \S+)", g) for g in said), said
+
+
+def test_a_task_holds_a_reader_of_what_its_policy_rules_decide_on():
+    """travel_agency/00007 (seed 67): "no cancelling within 30 days of departure", but no tool of the
+    task showed the departure's date, so a careful agent could not apply the rule."""
+    from scaleenv.synth.tasks.generate import rule_readers
+
+    spec = context("travel_agency", 67).spec
+    assert "get_departure" in rule_readers(spec, ["cancel_trip_booking"])
+    assert rule_readers(spec, ["cancel_trip_booking", "get_departure", "get_trip_booking"]) == ()
+    for i in range(30):
+        try:
+            task = generate_task(context("travel_agency", 67), 67, i)
+        except TaskRejected:
+            continue
+        writes = [c.tool for c in task.gold_chain + task.forbidden]
+        assert not set(rule_readers(spec, writes)) - set(task.tools), (task.id, task.tools)

@@ -10,6 +10,7 @@ import random
 import re
 from typing import Any, Literal, cast
 
+from scaleenv.env.language import article
 from scaleenv.formats.domain import (
     Column,
     Contract,
@@ -172,7 +173,7 @@ class _Deriver:
             pname = c.name
             self.add(ToolSpec(
                 name=f"{v['list']}_{ent.name}_by_{c.name.removesuffix('_id')}", kind="read",
-                description=f"List the {_human(ent.name)} of a {_human(ps)}.",
+                description=f"List the {_human(ent.name)} of {article(_human(ps))}.",
                 parameters=[Param(name=pname, type="string", column=f"{ent.name}.{c.name}",
                                   description=f"The {_human(ps)} id, e.g. {parent.id_prefix}-0001.")],
                 preconditions=[self.exists(parent, pname)],
@@ -305,7 +306,7 @@ class _Deriver:
                                    generated)
         self.add(ToolSpec(
             name=f"{self.verbs['update']}_{s}_{c.name}", kind="write",
-            description=f"Change the {_human(c.name)} of a {_human(s)}.",
+            description=f"Change the {_human(c.name)} of {article(_human(s))}.",
             parameters=[self.id_param(ent), p], preconditions=pre, generated=generated,
             effects=[f'UPDATE "{ent.name}" SET "{c.name}" = :new_{c.name} WHERE id = :{key}'],
             postconditions=[Contract(sql=f'SELECT "{c.name}" IS :new_{c.name} FROM "{ent.name}" WHERE id = :{key}',
@@ -324,7 +325,7 @@ class _Deriver:
                         error="has_dependents",
                         message=f"This {_human(s)} still has {_human(other.name)} and cannot be deleted."))
         self.add(ToolSpec(
-            name=f"{self.verbs['delete']}_{s}", kind="write", description=f"Delete a {_human(s)} permanently.",
+            name=f"{self.verbs['delete']}_{s}", kind="write", description=f"Delete {article(_human(s))} permanently.",
             parameters=[self.id_param(ent)], preconditions=pre,
             effects=[f'DELETE FROM "{ent.name}" WHERE id = :{key}'],
             postconditions=[Contract(sql=f'SELECT NOT EXISTS (SELECT 1 FROM "{ent.name}" WHERE id = :{key})',
@@ -372,7 +373,7 @@ class _Deriver:
         froms = ", ".join(map(_lit, t.from_))
         self.add(ToolSpec(
             name=f"{verb}_{s}", kind="write",
-            description=(t.description or f"{_human(verb).capitalize()} a {_human(s)}.")
+            description=(t.description or f"{_human(verb).capitalize()} {article(_human(s))}.")
             + f" Only allowed when its {_human(lc.column)} is {' or '.join(t.from_)}; it becomes {t.to}.",
             parameters=[self.id_param(ent)], generated=generated,
             preconditions=[self.exists(ent, key), Contract(
@@ -410,7 +411,7 @@ class _Deriver:
                     continue
                 self.add(ToolSpec(
                     name=f"{self.verbs['total']}_{c.name}_by_{fk.name.removesuffix('_id')}", kind="read",
-                    description=f"Total {_human(c.name)} over the {_human(ent.name)} of a {_human(self.sing(parent))}.",
+                    description=f"Total {_human(c.name)} over the {_human(ent.name)} of {article(_human(self.sing(parent)))}.",
                     parameters=[Param(name=fk.name, type="string", column=f"{ent.name}.{fk.name}",
                                       description=f"The {_human(self.sing(parent))} id.")],
                     preconditions=[self.exists(parent, fk.name)],
@@ -597,7 +598,7 @@ def _clock_contracts(ent: Entity, column: str, value: str, states: list[str] | N
         else:
             continue
         out.append(Contract(sql=sql, error="out_of_time",
-                            message=f"The {_human(column)} must be {word} for a {_human(ent.singular)} in this state."))
+                            message=f"The {_human(column)} must be {word} for {article(_human(ent.singular))} in this state."))
     return out
 
 

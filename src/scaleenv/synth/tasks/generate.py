@@ -19,7 +19,7 @@ from typing import Any
 
 from scaleenv.env.cache import make_episode
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
-from scaleenv.formats.domain import ToolSpec
+from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import (
     DEFAULT_FAMILY,
     TIERS,
@@ -122,6 +122,30 @@ _OTHER_PARTY = re.compile(r"(^|_)(to|recipient|receiver|new|target|other|invitee
                           r"student|patient|passenger|player|reviewer|referee|employee|driver|courier)(_|$)")
 """Parameters of a write that may name someone other than the user: the other party (a recipient,
 a new owner, an invitee) or a person a member of staff acts on."""
+
+
+_SQL_TABLE = re.compile(r"\b(?:FROM|JOIN)\s+\"?(\w+)\"?", re.IGNORECASE)
+
+
+def rule_readers(spec: DomainSpec, tools: list[str]) -> tuple[str, ...]:
+    """A read tool of each table the ``forbid`` check of a policy rule over ``tools`` reads, where the
+    domain has one (its get tool, else a search or a list): the agent must be able to see what the
+    rule decides on."""
+    if spec.policy is None:
+        return ()
+    used = set(tools)
+    tables: list[str] = []
+    for rule in spec.policy.rules:
+        if rule.forbid and used & set(rule.tools):
+            tables += [t for t in _SQL_TABLE.findall(rule.forbid) if spec.table(t) is not None]
+    out: list[str] = []
+    for table in dict.fromkeys(tables):
+        readers = [t for t in spec.tools if t.kind == "read" and t.meta.get("entity") == table]
+        readers.sort(key=lambda t: ("get", "search", "list").index(str(t.meta.get("family")))
+                     if t.meta.get("family") in ("get", "search", "list") else 3)
+        if readers and not any(r.name in used for r in readers):
+            out.append(readers[0].name)
+    return tuple(out)
 
 class TaskBuilder:
     """The ``direct`` family: goals asked for directly. Other families subclass it (see
@@ -691,9 +715,11 @@ class TaskBuilder:
         return None
 
     def required_tools(self) -> tuple[str, ...]:
-        """Tools the task must hold besides the chain's and the finder (a family's other choices: the
-        branch a conditional request did not take)."""
-        return ()
+        """Tools the task must hold besides the chain's and the finder: a reader of every table a
+        policy rule over the task's writes looks at (a booking's tour and its departure date, for
+        "no cancelling within 30 days of departure"), and a family's other choices (the branch a
+        conditional request did not take)."""
+        return rule_readers(self.spec, [c.tool for c in self.chain + self.forbidden])
 
     def self_finder(self) -> str | None:
         """The tool that finds the user's own record by what the user knows (policy rule 1 asks the

@@ -294,8 +294,11 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
     if fam == "create":
         details = ", ".join(f"{column_phrase(k)}: {say(v)}" for k, v in literal.items())
         ent = human(tool.meta.get("entity_singular") or tool.name.split("_", 1)[-1])
-        return polish(rng.choice([f"I'd like to add {article('new ' + ent)} ({details}).",
-                                  f"Please register {article('new ' + ent)} with {details}."]))
+        # the records the new one belongs to are said too: "a new module ... for course MU-925"
+        parents = list(dict.fromkeys("my account" if r is me else r.describe() for r in goal.refs.values()))
+        owner = f" for {' and '.join(parents)}" if parents else ""
+        return polish(rng.choice([f"I'd like to add {article('new ' + ent)} ({details}){owner}.",
+                                  f"Please register {article('new ' + ent)} with {details}{owner}."]))
     if fam == "delete":
         return polish(f"Please delete {what}.")
     if goal.answer:

@@ -192,7 +192,7 @@ class ConditionalBuilder(TaskBuilder):
     def required_tools(self) -> tuple[str, ...]:
         """The branch not taken is a choice the agent must be able to make: its tool is in the task
         (without it, the tool list alone tells which branch to take)."""
-        return (self.untaken_tool,) if self.untaken_tool else ()
+        return super().required_tools() + ((self.untaken_tool,) if self.untaken_tool else ())
 
     def user_side(self, root: EntityRef | None, withheld: int) -> tuple[str, dict[str, Any]]:
         """The two branches as one goal: "If the X of my Y is at least T, A; otherwise, B." """
