@@ -381,3 +381,20 @@ def test_a_task_holds_a_reader_of_what_its_policy_rules_decide_on():
             continue
         writes = [c.tool for c in task.gold_chain + task.forbidden]
         assert not set(rule_readers(spec, writes)) - set(task.tools), (task.id, task.tools)
+
+
+def test_a_phrasing_that_calls_a_record_me_is_said_only_by_that_person():
+    """express_logistics/00002 (seed 73): the courier Taylor Torres spoke "collect 1 parcels from me
+    (CUS-0005)", and CUS-0005 was a customer named Amy Nguyen."""
+    from types import SimpleNamespace
+
+    from scaleenv.synth.tasks.instruction import EntityRef, _speaks_as_other
+
+    customer = EntityRef(table="customers", singular="customer", row={"id": "CUS-0005"})
+    courier = EntityRef(table="couriers", singular="courier", row={"id": "CRR-0024"})
+    goal = SimpleNamespace(refs={"customer_id": customer})
+    phrasing = "Can a courier collect {parcel_count} parcels from me ({customer_id})?"
+    assert _speaks_as_other(phrasing, goal, courier)
+    assert _speaks_as_other(phrasing, goal, None)
+    assert not _speaks_as_other(phrasing, goal, customer)
+    assert not _speaks_as_other("Cancel shipment {shipment_id}.", goal, courier)

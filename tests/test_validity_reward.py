@@ -207,3 +207,24 @@ def test_a_rival_reason_in_other_words_is_asserted_too():
 
 def test_reason_wording_applies_only_to_policy_reasons():
     assert not fact_stated(AnswerFact(name="note", value="above 150 dollars"), "over $150")
+
+
+def test_a_negative_amount_with_its_currency_keeps_its_sign():
+    """stock_trading/00012 (seed 73): "buying power ... is -$92,143.74" was read as +92,143.74."""
+    fact = AnswerFact(name="buying_power", value=-92143.74, rivals=[-17756.74])
+    assert fact_stated(fact, "Your buying power is -$92,143.74 now.")
+    assert fact_stated(AnswerFact(name="x", value=-5), "It is $-5.")
+    assert not fact_stated(AnswerFact(name="x", value=92143.74), "Your buying power is -$92,143.74 now.")
+
+
+def test_the_last_sentence_that_names_the_attribute_is_the_agents_word():
+    """telecom/00001 (seed 73): "215.61 still due" on one bill, then "the total you owe is 862.44":
+    the rival in the earlier sentence failed the stated total."""
+    fact = AnswerFact(name="outstanding", value=862.44, rivals=[215.61, 0.0])
+    said = ("The bill BIL-0074 is 292.93 dollars (77.32 paid, 215.61 still due). I cannot dispute it. "
+            "The total you owe on your account is 862.44 dollars.")
+    assert fact_stated_in(fact, [said])
+    assert not fact_stated_in(fact, ["The totals are 862.44 and 215.61."])  # one sentence, every candidate
+    assert not fact_stated_in(fact, ["It is 862.44. Or maybe 215.61."])  # the last word is a rival
+    dump = '{"id": "A", "outstanding": 215.61}\n{"id": "B", "outstanding": 862.44}'
+    assert not fact_stated_in(fact, [dump])  # pasted outputs are judged whole

@@ -41,8 +41,14 @@ _DATE_FORMS = [
 _ISO_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$")
 
 
+_SIGNED_MONEY = re.compile(r"(?:[-\u2212]\s*[$\u20ac\u00a3]|[$\u20ac\u00a3]\s*[-\u2212]|\bminus\s+[$\u20ac\u00a3]?)\s*(?=\d)",
+                           re.IGNORECASE)
+"""A negative amount written with its currency ("-$92,143.74", "$-5", "minus $3"): the sign is kept."""
+
+
 def _numbers(text: str) -> list[float]:
     out = []
+    text = _SIGNED_MONEY.sub("-", text.replace("\u2212", "-"))
     for tok in _NUM.findall(text):
         try:
             out.append(float(tok.replace(",", "")))
@@ -222,14 +228,31 @@ def _asserts_rival(fact: AnswerFact, text: str) -> bool:
     return _rival_in(fact, rest)
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
+_PROSE_LIMIT = 1500  # a longer message is a dump of outputs, judged whole (see reward.subgoals.DUMP_MIN_CHARS)
+
+
+def last_word(fact: AnswerFact, text: str) -> tuple[bool, bool]:
+    """(value stated, rival asserted) by the message ``text``'s last word on the fact. In a prose
+    message that is its last sentence that states either ("215.61 still due on the bill ... The total
+    you owe is 862.44" answers 862.44); a dump of outputs (braces, or longer than a message of prose)
+    is judged whole, so pasting every record's value still asserts the rivals."""
+    if "{" not in text and len(text) <= _PROSE_LIMIT:
+        for sentence in reversed([x for x in _SENTENCE_END.split(text) if x.strip()]):
+            has_value, has_rival = fact_value_stated(fact, sentence), _asserts_rival(fact, sentence)
+            if has_value or has_rival:
+                return has_value, has_rival
+        return False, False
+    return fact_value_stated(fact, text), _asserts_rival(fact, text)
+
+
 def fact_stated_in(fact: AnswerFact, messages: Sequence[str]) -> bool:
     """Whether the agent's messages state ``fact``: its final word on the attribute counts. The last
-    message that states the value or a rival value must state the value and no rival, so describing
-    a record before changing it ("status paid", then "now cancelled") is fair, while one message
-    listing every candidate's value is not."""
+    message (and in it the last sentence, :func:`last_word`) that states the value or a rival value
+    must state the value and no rival, so describing a record before changing it ("status paid",
+    then "now cancelled") is fair, while one sentence listing every candidate's value is not."""
     for text in reversed(messages):
-        has_value = fact_value_stated(fact, text)
-        has_rival = _asserts_rival(fact, text)
+        has_value, has_rival = last_word(fact, text)
         if has_value or has_rival:
             return has_value and not has_rival
     return False

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import AnswerFact, Task
-from scaleenv.reward.facts import _asserts_rival, fact_stated_in, fact_value_stated, value_stated
+from scaleenv.reward.facts import fact_stated_in, last_word, value_stated
 from scaleenv.reward.state import Reward
 from scaleenv.world.world import World
 
@@ -188,8 +188,7 @@ def write_goals(spec: DomainSpec, initial: World, expected: World,
 def _rival_stated(fact: AnswerFact, messages: Sequence[str]) -> bool:
     """Whether the agent's last word on the fact's attribute asserts a look-alike's value."""
     for text in reversed(messages):
-        has_value = fact_value_stated(fact, text)
-        has_rival = _asserts_rival(fact, text)
+        has_value, has_rival = last_word(fact, text)
         if has_value or has_rival:
             return has_rival
     return False

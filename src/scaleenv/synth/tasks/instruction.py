@@ -137,6 +137,19 @@ _NOUN_BEFORE = re.compile(r"(\w+)\s*$")
 # a phrasing in the customer's own voice: "my plans changed", "I'm moving away", "I lost the book"
 _CUSTOMER_VOICE = re.compile(r"\b(my|mine|me|I'm|I am|I've|I’m)\b|\bI (don't|no longer|can't|lost|changed|decided|"
                              r"collected|want|need to cancel|fixed|just)\b")
+_SELF_SLOT = re.compile(r"\b(?:me|myself|my account|mine)\s*\(\{(\w+)\}\)")
+
+
+def _speaks_as_other(phrasing: str, goal: Goal, me: EntityRef | None) -> bool:
+    """Whether the phrasing calls a slot's record the speaker ("from me ({customer_id})") while that
+    record is someone else (another person, or a customer whose record a member of staff looks after)."""
+    for m in _SELF_SLOT.finditer(phrasing):
+        ref = goal.refs.get(m.group(1))
+        if ref is not None and ref is not me:
+            return True
+    return False
+
+
 _SELF_BEFORE = re.compile(r"\b(I'm|I am|I’m|We're|We are)\s*$")
 _DETERMINER_NOUN = re.compile(r"\b(the|a|an|this|that|my|our|your) [a-z]+\s*$", re.IGNORECASE)
 _ID_BEFORE = re.compile(r"\s+(id|ID|number)\s*$")
@@ -270,7 +283,9 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
     if me is None and any(r.owner_word == "the" for r in entities.values()):
         # a member of staff does not speak in the customer's voice ("I'm ready to train again")
         phrasings = [p for p in phrasings if not _CUSTOMER_VOICE.search(p)]
-    elif me is not None and me in goal.refs.values():
+    # "collect 1 parcels from me ({customer_id})" is said only by that customer
+    phrasings = [p for p in phrasings if not _speaks_as_other(p, goal, me)]
+    if me is not None and me in goal.refs.values():
         # a customer asks in their own voice where the blueprint has one ("I'm ready to train again")
         phrasings = [p for p in phrasings if _CUSTOMER_VOICE.search(p)] or phrasings
     if phrasings:
