@@ -116,6 +116,9 @@ CORRUPTIONS: dict[str, Callable[[Path], None]] = {
     "deep_spec": lambda u: _spec(u).write_text(_deep()),
     "numeric_domain_names": lambda u: _edit_json(u / "universe.json", lambda m: m.update(domains=[1, 2])),
     "build_not_an_object": lambda u: _edit_json(u / "universe.json", lambda m: m.update(build=[1])),
+    # found by the property below in CI: an unhashable format crashed the old-format lookup
+    "format_a_list": lambda u: _edit_json(u / "universe.json", lambda m: m.update(format=[])),
+    "format_an_object": lambda u: _edit_json(u / "universe.json", lambda m: m.update(format={"a": 1})),
     "domains_a_string": lambda u: _edit_json(u / "universe.json", lambda m: m.update(domains=D)),
     "domain_without_directory": lambda u: _edit_json(u / "universe.json", lambda m: m["domains"].append("ghost")),
     "path_as_domain": lambda u: _edit_json(u / "universe.json", lambda m: m.update(domains=["../../etc"])),
@@ -209,8 +212,10 @@ def _corrupt(path: Path, kind: str, data: st.DataObject) -> None:
             path.write_bytes(raw + b"\x00garbage")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+# derandomized: the same examples on every run, so a CI run passes or fails alike (a case a random run
+# finds becomes a named corruption above)
+@settings(max_examples=40, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data(), file=st.sampled_from(FILES),
        kind=st.sampled_from(["delete", "truncate", "flip", "json", "deep", "field"]),
        command=st.sampled_from(sorted(COMMANDS)))

@@ -171,7 +171,8 @@ class Universe:
         """``universe.json``, checked: its shape, domain names, and a directory for every domain."""
         path = self.root / "universe.json"
         m = read_json(path)
-        old = _OLD_FORMATS.get(m.get("format")) if isinstance(m, dict) else None  # type: ignore[arg-type]
+        fmt = m.get("format") if isinstance(m, dict) else None
+        old = _OLD_FORMATS.get(fmt) if isinstance(fmt, str) else None  # a list or a dict is no format
         if old is not None:
             raise UniverseError(f"{path}: built by an older scaleenv (its tasks record state hashes of encoding {old}); "
                                 f"rebuild it with `scaleenv build`")
