@@ -640,16 +640,8 @@ class TaskBuilder:
             if trimmed is None or self.exempt_input(tool, trimmed):
                 continue
             args = trimmed
-            snap = scratch.snapshot()
-            try:
-                changed = call_effect(self.spec, scratch, snap, tool, args)
-            except ToolError:
-                scratch.restore(snap)
-                continue
-            # a no-op (the value already holds, or only exempt columns move), or one that undoes an
-            # earlier goal's change, is not a goal
-            if not changed or not all(shows(e, scratch, self.world) for e in self.effects):
-                scratch.restore(snap)
+            changed = self.observable_effect(scratch, tool, args)
+            if changed is None:
                 continue
             self.effects.append(changed)
             self.goal_call(tool, args)
@@ -695,12 +687,32 @@ class TaskBuilder:
         task.verification.gates = gates.to_json()
         return task
 
+    def speaker(self) -> EntityRef | None:
+        """The user when it speaks for itself (the chain's root or the first person on its path);
+        None when a member of staff speaks for the root."""
+        return speaker_of(self.spec, next(iter(self.entities.values()), None), self.entities)
+
+    def observable_effect(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> dict[Any, Any] | None:
+        """The call's change of ``scratch`` when it is a goal: it runs, changes something, and leaves
+        every earlier goal's change showing. Otherwise ``scratch`` is restored and None returned (a
+        no-op, a value that already holds or only exempt columns moving, or an undone earlier goal)."""
+        snap = scratch.snapshot()
+        try:
+            changed = call_effect(self.spec, scratch, snap, tool, args)
+        except ToolError:
+            scratch.restore(snap)
+            return None
+        if not changed or not all(shows(e, scratch, self.world) for e in self.effects):
+            scratch.restore(snap)
+            return None
+        return changed
+
     def foreign_actor(self) -> str | None:
         """A write the user asks for in another person's name: an argument naming a record of the
         user's own table other than the user ("ask the seller ... from my account USR-0007", where
         USR-0007 is someone else). Parameters that name the other party (a recipient, a new owner)
         are allowed."""
-        me = speaker_of(self.spec, next(iter(self.entities.values()), None), self.entities)
+        me = self.speaker()
         if me is None:
             return None
         for call in self.chain:
@@ -726,7 +738,7 @@ class TaskBuilder:
         agent to look the customer up by name or e-mail), where the user speaks for itself and the
         domain has one (else one that finds a record the user owns by its phone number); the user's
         profile is made to know its attribute."""
-        me = speaker_of(self.spec, next(iter(self.entities.values()), None), self.entities)
+        me = self.speaker()
         if me is None:
             return None
         finders = usable_finders(self.spec, me.table, me.row)

@@ -12,12 +12,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scaleenv.errors import ToolError
 from scaleenv.formats.domain import ToolSpec
 from scaleenv.synth.tasks.families.bulk import BulkBuilder
 from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.synth.tasks.validity import call_effect, shows
+from scaleenv.synth.tasks.validity import shows
 from scaleenv.tools.chain import run_chain
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
@@ -64,13 +63,8 @@ class LongBuilder(BulkBuilder):
             if args is None or self.exempt_input(tool, args):
                 continue
             snap = scratch.snapshot()
-            try:
-                changed = call_effect(self.spec, scratch, snap, tool, args)
-            except ToolError:
-                scratch.restore(snap)
-                continue
-            if not changed or not all(shows(e, scratch, self.world) for e in self.effects):
-                scratch.restore(snap)
+            changed = self.observable_effect(scratch, tool, args)
+            if changed is None:
                 continue
             n_chain, n_goals, n_effects = len(self.chain), len(self.goals), len(self.effects)
             self.effects.append(changed)
