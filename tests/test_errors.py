@@ -52,3 +52,40 @@ def test_cli_maps_a_bad_universe_to_exit_2_in_one_line(tmp_path):
     res = CliRunner().invoke(app, ["inspect", str(tmp_path / "missing")])
     assert res.exit_code == 2
     assert len(res.output.strip().splitlines()) == 1 and res.output.startswith("error:")
+
+
+@pytest.mark.parametrize("error", [
+    SpecError([("tables", "missing"), ("tools.x", "bad")]),
+    ToolError("not_found", "no such row"),
+    ChainError(2, "x"),
+    TaskRejected("selection_not_unique", "two rows match"),
+    Rejection("breaks_policy", "renewal window"),
+    UniverseError("gone"),
+])
+def test_errors_survive_pickling_with_their_fields(error):
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is type(error) and str(copy) == str(error)
+    assert vars(copy) == vars(error)
+
+
+class _FailingWorker:
+    def run_batch(self, batch):
+        raise SpecError([("entities.reviews", "no seed row satisfies reviews.order_completed")])
+
+    def close(self):
+        pass
+
+
+def test_an_error_raised_in_a_worker_process_reaches_the_parent_intact(monkeypatch):
+    from scaleenv.parallel.process import START_METHOD_ENV, ProcessExecutor
+
+    monkeypatch.setenv(START_METHOD_ENV, "fork")
+    executor = ProcessExecutor(_FailingWorker, workers=1)
+    try:
+        with pytest.raises(SpecError) as caught:
+            executor.run([["domain"]], sink=lambda item: None)
+    finally:
+        executor.close()
+    assert caught.value.problems == [("entities.reviews", "no seed row satisfies reviews.order_completed")]

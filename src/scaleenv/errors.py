@@ -12,11 +12,24 @@
 """
 
 
+def _restore(cls: "type[ScaleEnvError]", args: tuple[object, ...], state: dict[str, object]) -> "ScaleEnvError":
+    error = Exception.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class ScaleEnvError(Exception):
     """Root of every error scaleenv raises deliberately (one a user can act on: exit 2 unless a
     boundary class says otherwise)."""
 
     exit_code = 2
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Exception's own pickling calls ``cls(*args)``, which breaks every subclass whose __init__
+        # takes other arguments than its message (SpecError, ToolError, Rejection): an error raised
+        # in a worker process then kills the pool instead of reaching the parent. Rebuild from state.
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
 
 
 class InputError(ScaleEnvError):
