@@ -17,7 +17,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _QUESTION_WORDS = re.compile(
     r"^\s*(what|which|when|where|who|whose|how|could|can|would|will|may|shall|should|do|does|did|is|are|was|"
     r"have|has)\b|\b(please (provide|give|tell|share|confirm|send|verify|state|spell|let me know)|could you|can you|would you|"
-    r"may i|tell me|let me know|i need (your|the)|i('ll| will) need)\b", re.IGNORECASE)
+    r"may i|tell me|let me know|(i|we) (still |also |just |first |now )?need (your|the|its|their|his|her|to know|a few|some|"
+    r"more)|i('ll| will) need)\b", re.IGNORECASE)
 _CONFIRM = re.compile(
     r"\b(shall i|should i|do you want me to|would you like me to|want me to|can you confirm|could you confirm|"
     r"please confirm|confirm (that|this|the|whether|if)|is (that|this|it) (right|correct|ok|okay)|"
@@ -48,6 +49,20 @@ _PLAN = re.compile(
     r"\b(what (i|we)\s*('ll|will|would|am going to|'m going to|are going to|plan to|intend to) do|(my|the) plan|"
     r"here('s| is) what (i|we)\s*('ll|will|would|plan|intend)|the following (steps|changes)|(steps|plan):)", re.IGNORECASE)
 """A plan announced: what follows it in the message are its steps, not reports."""
+
+
+_DONE_WORD = (r"(scheduled|registered|booked|confirmed|placed|added|created|recorded|paid|sent|marked|updated|changed|"
+              r"cancell?ed|completed?|processed|transferred|refunded|voided|deposited|withdrawn|sold|bought|done|finished)")
+_NOT_A_REPORT = re.compile(
+    r"\bto\s+(be\s+)?" + _DONE_WORD + r"\b|"  # a purpose or a plan: "to complete the registration", "to be cancelled"
+    r"\b(upcoming|existing|current|currently|previously|original|originally|other|its|their|your|the|his|her|any)\s+"
+    + _DONE_WORD + r"(?=\s+[a-z])",  # a done word used as an adjective: "its upcoming scheduled appointments"
+    re.IGNORECASE)
+
+
+def _reported(sentence: str) -> str:
+    """``sentence`` without the done words that report nothing (a purpose, an adjective)."""
+    return _NOT_A_REPORT.sub(lambda m: m.group(0).split()[0] + " …", sentence)
 
 
 def sentences(text: str) -> list[str]:
@@ -116,6 +131,7 @@ class Progress:
                         break
             if sentence.rstrip().endswith("?") or _FAIL.search(sentence):
                 continue
+            sentence = _reported(sentence)
             s = norm(sentence)
             open_ = [i for i, d in enumerate(self.done) if not d]
             reads = [i for i in open_ if self.objectives[i].kind == "read"]

@@ -106,6 +106,11 @@ _CLARIFY = re.compile(
 _WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
                   r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
 _RECORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b")
+_OPEN = re.compile(r"\b(what|which|when|where|how (much|many|long))\b[^.?!]*\b(would|do|should|will|shall) you "
+                   r"(like|want|prefer|need|choose)\b", re.IGNORECASE)
+"""An open question ("what priority would you like for it, or should I leave the default?"): no
+yes or no answers it, even when it ends in an offer to go ahead."""
+_DEFAULT = re.compile(r"\b(the|its|a) (default|usual|standard)\b|\b(as it is|as is|unchanged)\b", re.IGNORECASE)
 
 
 class ScriptedUser(User):
@@ -207,6 +212,16 @@ class ScriptedUser(User):
                 # "what would you like me to do?" is no yes/no question: the user says what it asked for again
                 if f"What I need is: {pending}" not in parts:
                     parts.append(f"What I need is: {pending}")
+                continue
+            if (open_ := _OPEN.search(sentence)) and not decisions:
+                clause = sentence[open_.start():]  # the question, not the plan quoted before it
+                facts = [f for f in self.vocab.asked(clause, clause) if f not in given]
+                if facts:
+                    given += facts
+                elif _DEFAULT.search(sentence):
+                    parts.append("The default is fine for that.")
+                else:
+                    unknown = True
                 continue
             if is_action_confirmation(sentence) and not decisions:
                 wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question

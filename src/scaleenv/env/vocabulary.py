@@ -232,6 +232,11 @@ class Vocabulary:
     def statement(self, fact: str, value: str, mine: Iterable[str] = (), owner: str = "my") -> str:
         """The user stating a fact: "My email is x.", "My pet's name is Rex.", "My appointment is
         scheduled at 2026-05-10T07:45:00.", "The reason is checkup." """
+        words = norm(fact).split()
+        if len(words) >= 2 and words[-1] in _UNITS and fact not in set(mine):
+            # "weight kg": the weight is 1.5 kg, not "my weight's kg is 1.5"
+            said = self.phrase(" ".join(words[:-1]), mine, owner)
+            return f"{said[0].upper()}{said[1:]} is {value}{_UNITS[words[-1]]}."
         table, col = self.split(fact)
         if table is not None and re.search(r" (at|on|by)$", col) and fact not in set(mine):
             words = norm(fact).split()
@@ -264,6 +269,13 @@ class Vocabulary:
             if (named and (col_named or is_id or which)) or (not nouns and bare):
                 out.append(f)
         return out
+
+
+_UNITS = {"kg": " kg", "g": " g", "lb": " lb", "lbs": " lb", "km": " km", "cm": " cm", "mm": " mm", "mi": " miles",
+          "min": " minutes", "mins": " minutes", "minutes": " minutes", "hours": " hours", "hrs": " hours",
+          "days": " days", "usd": " dollars", "eur": " euros", "gbp": " pounds", "pct": "%", "percent": "%",
+          "ml": " ml", "kwh": " kWh", "mb": " MB", "gb": " GB", "kb": " KB", "ha": " hectares", "sqm": " square metres"}
+"""Column words that end in a unit, and how the unit follows a value in speech."""
 
 
 def _bare(s: str, word: str) -> bool:

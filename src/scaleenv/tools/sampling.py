@@ -134,12 +134,14 @@ class ArgSampler:
             if not p.required and self.rng.random() < optional_rate:
                 continue
             v = None
-            if p.column and p.enum is None:
+            if p.column:
+                # an enum too: a new pet's species comes from the same row as its breed and weight
                 t, _, c = p.column.partition(".")
                 if t not in anchors:
                     anchors[t] = self._random_row(t)
                 row = anchors[t]
-                if row is not None and row.get(c) is not None and self.rng.random() < 0.75:
+                if row is not None and row.get(c) is not None and (p.enum is None or row[c] in p.enum) \
+                        and self.rng.random() < 0.75:
                     v = row[c]
                     if p.type == "boolean" and v in (0, 1):
                         v = bool(v)  # SQLite stores booleans as 0/1

@@ -147,6 +147,20 @@ def rule_readers(spec: DomainSpec, tools: list[str]) -> tuple[str, ...]:
             out.append(readers[0].name)
     return tuple(out)
 
+def someone_elses(spec: DomainSpec, table: str, row: dict[str, Any], user_table: str, user_id: Any) -> str | None:
+    """The person ``row`` names through its links to the user's table (a review request's
+    reviewer, a booking's guest) when none of them is the user: reached through the user's own
+    records (an article in the user's space), it is still another person's record."""
+    tbl = spec.table(table)
+    if tbl is None:
+        return None
+    links = [c.name for c in tbl.columns if c.foreign_key and c.foreign_key.partition(".")[0] == user_table
+             and row.get(c.name) is not None]
+    if not links or any(row.get(c) == user_id for c in links):
+        return None
+    return f"{links[0]}={row[links[0]]}"
+
+
 class TaskBuilder:
     """The ``direct`` family: goals asked for directly. Other families subclass it (see
     :mod:`scaleenv.synth.tasks.families`)."""
@@ -710,8 +724,9 @@ class TaskBuilder:
     def foreign_actor(self) -> str | None:
         """A write the user asks for in another person's name: an argument naming a record of the
         user's own table other than the user ("ask the seller ... from my account USR-0007", where
-        USR-0007 is someone else). Parameters that name the other party (a recipient, a new owner)
-        are allowed."""
+        USR-0007 is someone else), or a record whose links to people all name someone else ("approve
+        my review request" on another member's review). Parameters that name the other party (a
+        recipient, a new owner) are allowed."""
         me = self.speaker()
         if me is None:
             return None
@@ -724,6 +739,10 @@ class TaskBuilder:
                 if table == me.table and isinstance(v, str | int) and v != me.row.get("id") \
                         and not _OTHER_PARTY.search(name):
                     return f"{call.tool}.{name}={v} is not the user {me.row.get('id')}"
+                if table != me.table and isinstance(v, str | int) and (row := self.world.row(table, v)) is not None:
+                    other = someone_elses(self.spec, table, row, me.table, me.row.get("id"))
+                    if other:
+                        return f"{call.tool}.{name}={v} belongs to {other}, not the user {me.row.get('id')}"
         return None
 
     def required_tools(self) -> tuple[str, ...]:

@@ -1,0 +1,109 @@
+"""Defects careful players met in play round 9 (seed 131, domains nobody had tuned on), each fixed at
+the cause: a user that hung up while it was still being asked for details, a fact said as "my
+weight's kg", a review request "of mine" that was another member's, a new pet whose species came
+from no row."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+from scaleenv.env.judge import Progress, is_question
+from scaleenv.env.vocabulary import Vocabulary
+from scaleenv.formats.task import Objective
+from scaleenv.synth.tasks.generate import someone_elses
+from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.world import World
+from synth_helpers import context
+
+_OBJECTIVES = [
+    Objective(kind="write", text="Every active pet of mine is moving to a new home; please transfer them to owner OWN-0036.",
+              done_words=["transferred"], subject=["pet", "pets"]),
+    Objective(kind="write", text="Please change the breed of each of them to labrador.",
+              done_words=["updated", "changed", "set to", "is now"], subject=["pet", "pets"]),
+    Objective(kind="write", text="I'd like to register my new dog Kiwi.",
+              done_words=["created", "added", "registered", "booked", "scheduled"], subject=["owner"]),
+]
+
+
+def test_a_question_for_details_reports_nothing_done():
+    """pet_care/00015: "Thank you, that is everything I needed." came while the agent was still
+    asking for the new dog's breed; "upcoming scheduled appointments" and "to complete the
+    registration" had counted as reports."""
+    progress = Progress(list(_OBJECTIVES))
+    asking = ("Thank you - I found your owner record OWN-0044. Your active pets are Kiwi and Milo. "
+              "(b) to register the new dog I need its breed, birth date and weight in kg. "
+              "Note also that transferring a pet cancels its upcoming scheduled appointments.")
+    assert not progress.update(asking)
+    assert not progress.update("Thanks - birth date 2021-11-02 noted. To complete the registration I still need "
+                               "the new dog's breed and its weight in kg.")
+    assert not progress.finished()
+    assert is_question("To complete the registration I still need the new dog's breed and its weight in kg.")
+    assert progress.update("Done: Kiwi and Milo have been transferred to OWN-0036 and their breed is now labrador.")
+    assert progress.update("Your new dog Kiwi is registered as PET-0069.")
+    assert progress.finished()
+
+
+def test_a_fact_whose_column_ends_in_a_unit_is_said_with_the_unit_after_the_value():
+    vocab = Vocabulary(context("pet_care").spec, {"weight kg": 1.5, "pet weight kg": 14.6, "owner email": "a@b.c"})
+    assert vocab.statement("weight kg", "1.5") == "The weight is 1.5 kg."
+    assert vocab.statement("pet weight kg", "14.6") == "My pet's weight is 14.6 kg."
+
+
+def test_a_record_linked_only_to_other_people_is_not_the_users():
+    """knowledge_management/00006: "approve my pending review request" signed off RVW-0123, whose
+    reviewer was USR-0013, for the member USR-0033 (reached through USR-0033's own space)."""
+    spec = context("knowledge_management").spec
+    review = {"id": "RVW-0123", "article_id": "ART-0043", "reviewer_id": "USR-0013", "status": "pending"}
+    assert someone_elses(spec, "review_requests", review, "members", "USR-0033") == "reviewer_id=USR-0013"
+    assert someone_elses(spec, "review_requests", {**review, "reviewer_id": "USR-0033"}, "members", "USR-0033") is None
+    assert someone_elses(spec, "spaces", {"id": "SPC-0011", "owner_id": "USR-0033"}, "members", "USR-0033") is None
+    assert someone_elses(spec, "tags", {"id": "TAG-0001"}, "members", "USR-0033") is None  # no link to a person
+
+
+def test_a_new_records_enum_value_comes_from_the_same_row_as_its_other_values():
+    """pet_care/00015: the new "dog" Kiwi weighed 1.5 kg: its weight and name came from a bearded
+    dragon's row, its species from the enum at random."""
+    ctx = context("pet_care")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    tool = ctx.spec.tool("add_pet")  # create_pet at seed 131
+    assert tool is not None
+    pairs = {(r[0], r[1]) for r in world.conn.execute("SELECT species, breed FROM pets")}
+    sampler = ArgSampler(world, random.Random(7))
+    seen = Counter()
+    for _ in range(200):
+        args = sampler.random_args(tool, optional_rate=0.0)
+        if "species" in args and "breed" in args:
+            seen[(args["species"], args["breed"]) in pairs] += 1
+    world.close()
+    assert seen[True] >= 0.5 * sum(seen.values()), seen
+
+
+def test_an_open_question_that_offers_a_default_is_not_answered_yes():
+    """telecom/00020: "what priority would you like for it (low, normal or high), or should I leave
+    the default?" got "Yes, please go ahead." as its only answer."""
+    import asyncio
+
+    from scaleenv.env.users import ScriptedUser, UserContext
+    from scaleenv.formats.task import Task
+
+    task = Task.model_validate({
+        "id": "shop/00000", "domain": "shop", "instruction": "x", "initial_patch": {}, "gold_chain": [], "tools": [],
+        "difficulty": {}, "verification": {},
+        "user_profile": {
+            "persona": "You are Anna Moreno.", "goals": ["Please open a ticket about roaming."],
+            "known": {"customer email": "anna@example.com", "ticket subject": "Roaming not working"},
+            "identity": ["customer email"],
+            "objectives": [Objective(kind="write", text="Please open a ticket about roaming.", done_words=["opened"],
+                                     subject=["ticket"]).model_dump()],
+        },
+    })
+    user = ScriptedUser()
+    user.reset(UserContext(task=task, rng=None, spec=None))
+    asyncio.run(user.opening())
+    reply = asyncio.run(user.reply('I will create the ticket "Roaming not working" - what priority would you like '
+                                   'for it (low, normal or high), or should I leave the default?'))
+    assert reply == "The default is fine for that."
+    asked = asyncio.run(user.reply("Which colour would you like for it?"))
+    assert "Yes" not in asked and "don't know" in asked
+    assert asyncio.run(user.reply("Shall I go ahead and create it?")).startswith("Yes, please go ahead.")
