@@ -107,3 +107,31 @@ def test_an_open_question_that_offers_a_default_is_not_answered_yes():
     asked = asyncio.run(user.reply("Which colour would you like for it?"))
     assert "Yes" not in asked and "don't know" in asked
     assert asyncio.run(user.reply("Shall I go ahead and create it?")).startswith("Yes, please go ahead.")
+
+
+def test_a_look_alike_has_its_own_amounts_but_keeps_counts_links_and_ruled_columns():
+    """entertainment_media_query/00014, football/00000: every look-alike "Terry" had the same $1.92
+    wallet and every "Jonathan Carey" the same figures, so a rule that reads them never told the
+    user's record from a look-alike."""
+    from scaleenv.formats.domain import Column, Table
+    from scaleenv.synth.tasks.state import ruled_columns, vary_measures
+
+    table = Table(name="profiles", columns=[
+        Column(name="id"), Column(name="customer_id", foreign_key="customers.id"),
+        Column(name="wallet_balance", type="real", min=0), Column(name="seats", type="integer"),
+        Column(name="total_spent", type="real"), Column(name="score", type="integer", max=100),
+        Column(name="zero", type="real")])
+    row = {"id": "PRF-1", "customer_id": "CUS-1", "wallet_balance": 1.92, "seats": 4, "total_spent": 50.0,
+           "score": 90, "zero": 0.0}
+    rng = random.Random(3)
+    looks = [vary_measures(table, row, rng, keep={"total_spent"}) for _ in range(20)]
+    assert all(x["seats"] == 4 and x["customer_id"] == "CUS-1" and x["total_spent"] == 50.0 and x["zero"] == 0.0
+               for x in looks)
+    assert len({x["wallet_balance"] for x in looks}) > 2 and all(x["wallet_balance"] > 0 for x in looks)
+    assert all(x["score"] <= 100 for x in looks)
+    # a derived column and both sides of a check are ruled: changing one alone could break its rule
+    spec = context("airline").spec
+    derived = [i for i in spec.invariants if i.kind == "derived"]
+    assert derived and all(i.column in ruled_columns(spec, i.table) for i in derived)
+    checks = [i for i in spec.invariants if i.kind == "row" and i.check]
+    assert checks and all(ruled_columns(spec, i.table) for i in checks)

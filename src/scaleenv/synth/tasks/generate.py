@@ -45,7 +45,16 @@ from scaleenv.synth.tasks.instruction import (
     speaker_of,
 )
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.synth.tasks.state import contact_columns, distractor, fresh_unique, mend_rows, next_id, renamed
+from scaleenv.synth.tasks.state import (
+    contact_columns,
+    distractor,
+    fresh_unique,
+    mend_rows,
+    next_id,
+    renamed,
+    ruled_columns,
+    vary_measures,
+)
 from scaleenv.synth.tasks.tiers import TIER_KNOBS, draw_tier
 from scaleenv.synth.tasks.validity import (
     ZERO_ANSWERS,
@@ -267,8 +276,9 @@ class TaskBuilder:
             assert tbl is not None
             self.seed_taken(t)
             rows: list[dict[str, Any]] = []
+            keep = ruled_columns(self.spec, t)
             for _ in range(density):
-                d = distractor(tbl, row, self.rng, self.taken)
+                d = vary_measures(tbl, distractor(tbl, row, self.rng, self.taken), self.rng, keep)
                 free = self.reserved.get(t) or []
                 d["id"] = free.pop(0) if free else next_id(self.world, t, {r["id"] for r in rows})
                 rows.append(d)

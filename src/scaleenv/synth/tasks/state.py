@@ -9,7 +9,7 @@ import weakref
 from collections.abc import Set
 from typing import Any
 
-from scaleenv.formats.domain import Table
+from scaleenv.formats.domain import DomainSpec, Table
 from scaleenv.tools.values import EMAIL_DOMAINS, email_key, email_styles, fresh_value, redraw_shape
 from scaleenv.utils.dates import shift_iso
 from scaleenv.world.ddl import quote_ident
@@ -119,6 +119,52 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
         if all(side(out[c.name]) == side(moved[c.name]) for c in others):
             out.update(moved)
             break
+    return out
+
+
+_STRUCTURAL = re.compile(r"(^|_)(id|count|counts|number|no|rank|position|year|age|seats?|capacity|quantity|qty|stars|"
+                         r"rating|level|priority|floor|size|units|people|party|guests|members|limit|max|min)(_|$)")
+"""Numeric columns that count or order things (a party's size, a room's floor): a look-alike keeps them."""
+
+
+def ruled_columns(spec: DomainSpec, table: str) -> set[str]:
+    """The columns of ``table`` that one of the domain's invariants names (a derived total, the
+    two sides of a check): changing one alone could break the rule."""
+    out: set[str] = set()
+    tbl = spec.table(table)
+    if tbl is None:
+        return out
+    names = {c.name for c in tbl.columns}
+    for inv in spec.invariants:
+        text = " ".join(filter(None, [inv.expr, inv.check, inv.when, *inv.columns]))
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+        if inv.table == table:
+            out |= names & (words | {inv.column or ""})
+        elif table in words:
+            out |= names & words  # a rule of another table that reads this one (a sum over its rows)
+    return out
+
+
+def vary_measures(table: Table, row: dict[str, Any], rng: random.Random, keep: set[str]) -> dict[str, Any]:
+    """``row`` with its own amounts (a balance, a price, a budget, a weight): each nonzero measure
+    not in ``keep`` (the columns a domain rule ties to others) scaled by a factor between 0.4 and 2
+    and kept in its column's range, so that a look-alike is no copy of the original's figures and a
+    rule that reads them (a wallet that covers a fee, a budget that allows a booking) can decide
+    differently for it."""
+    out = dict(row)
+    for c in table.columns:
+        v = out.get(c.name)
+        if c.type not in ("integer", "real") or c.name in keep or c.foreign_key or c.unique or c.enum \
+                or c.name == table.primary_key or _STRUCTURAL.search(c.name):
+            continue
+        if not isinstance(v, int | float) or isinstance(v, bool) or v == 0:
+            continue
+        new: float = v * rng.choice([0.4, 0.6, 0.8, 1.25, 1.5, 2.0])
+        if c.min is not None:
+            new = max(new, c.min)
+        if c.max is not None:
+            new = min(new, c.max)
+        out[c.name] = int(round(new)) if c.type == "integer" or isinstance(v, int) else round(new, 2)
     return out
 
 
