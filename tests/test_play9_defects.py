@@ -135,3 +135,38 @@ def test_a_look_alike_has_its_own_amounts_but_keeps_counts_links_and_ruled_colum
     assert derived and all(i.column in ruled_columns(spec, i.table) for i in derived)
     checks = [i for i in spec.invariants if i.kind == "row" and i.check]
     assert checks and all(ruled_columns(spec, i.table) for i in checks)
+
+
+def test_a_parenthesis_is_said_once_and_the_user_is_me_not_my_client():
+    """entertainment_media_query/00021 said "(Stephanie, email s.white@example.com)" in both branches
+    of one request; travel_agency/00012 reserved a room "for my client (Jennifer Villarreal, ...)",
+    spoken by Jennifer Villarreal; "1 room(s)"."""
+    from scaleenv.env.language import polish
+    from scaleenv.synth.tasks.instruction import said_once
+
+    goals = said_once(["If my wallet balance is at least 21, I want premium; my profile (Stephanie, email s@x.com).",
+                       "Otherwise, rent TTL-0037 for my profile (Stephanie, email s@x.com).", "Keep it (2 nights)."])
+    assert goals == ["If my wallet balance is at least 21, I want premium; my profile (Stephanie, email s@x.com).",
+                     "Otherwise, rent TTL-0037 for my profile.", "Keep it (2 nights)."]
+    assert polish("Reserve 1 room(s) for 3 night(s).") == "Reserve 1 room for 3 nights."
+    tasks = [t for t in _tasks_of("travel_agency", 131, range(40))
+             if any("room" in g for g in t.user_profile.goals)]
+    assert tasks
+    for t in tasks:
+        name = t.user_profile.persona.removeprefix("You are ").rstrip(".")
+        for g in t.user_profile.goals:
+            assert f"my client ({name}" not in g and "(s)" not in g, g
+
+
+def _tasks_of(name: str, seed: int, attempts: range) -> list:
+    import contextlib
+
+    from scaleenv.synth.tasks.families import generate_task
+    from scaleenv.synth.tasks.generate import TaskRejected
+
+    ctx = context(name, seed)
+    out = []
+    for a in attempts:
+        with contextlib.suppress(TaskRejected):
+            out.append(generate_task(ctx, seed, a))
+    return out

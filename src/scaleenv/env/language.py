@@ -85,7 +85,10 @@ def self_names(persona: str) -> list[str]:
 
 
 def polish(text: str) -> str:
-    """Doubled words collapsed, articles by sound, spacing before punctuation removed."""
+    """Doubled words collapsed, articles by sound, spacing before punctuation removed, and a
+    template's "1 room(s)" said as "1 room" ("2 rooms")."""
+    text = re.sub(r"\b(\d+(?:\.\d+)?)\s+([A-Za-z]+)\(s\)",
+                  lambda m: f"{m[1]} {m[2] if m[1] == '1' else inflect_engine().plural_noun(m[2])}", text)
     text = fix_articles(undouble(text))
     text = re.sub(r"\s+([.,;:!?])", r"\1", text)
     text = re.sub(r"\s{2,}", " ", text).strip()

@@ -205,6 +205,8 @@ def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: 
             out[-1] = re.sub(r"\b(?:(?:my|the|our|your)\s+)?" + re.escape(noun) + r"\s*$", "", out[-1])
             if out[-1].rstrip().endswith("("):  # "(customer {customer_id})": "(Jesse Ryan, email ...)"
                 return mine
+            if noun.lower() in _ROLE_NOUNS and _PREPOSITION_END.search(out[-1]):
+                return f"me ({mine})"  # "reserve a room for client {client_id}": for me, not "for my client"
             return f"my {noun.lower()} ({mine})"
         if prev and prev.group(1).lower() in ("my", "the", "our", "account"):
             out[-1] = re.sub(r"\b(my|the|our|account)\s*$", "", out[-1])
@@ -219,6 +221,28 @@ def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: 
     if prev and _DETERMINER_NOUN.search(text):  # "The consultation {appointment}": the noun is said
         return val.short()
     return val.describe()
+
+
+_ROLE_NOUNS = frozenset({"client", "customer", "patient", "member", "passenger", "guest", "owner", "student",
+                         "candidate", "user", "couple", "traveler", "traveller", "subscriber", "applicant", "buyer",
+                         "seller", "renter", "tenant", "driver", "shopper", "diner", "learner", "patron", "resident"})
+"""Nouns that name a person by the role they play: the user is not "my client" but "me"."""
+_PREPOSITION_END = re.compile(r"\b(for|to|from|with|of|by|behalf of)\s*$", re.IGNORECASE)
+
+
+def said_once(sentences: list[str]) -> list[str]:
+    """The goal sentences with each parenthesis said only the first time: "rent TTL-0037 for my
+    profile", not a second "(Stephanie, email s.white@example.com)" in the same request."""
+    seen: set[str] = set()
+
+    def first(m: re.Match[str]) -> str:
+        inner = m.group(1)
+        if inner in seen:
+            return ""
+        seen.add(inner)
+        return m.group(0)
+
+    return [re.sub(r" \(([^()]{6,})\)", first, s) for s in sentences]
 
 
 def _fill(template: str, slots: dict[str, Any], spec: DomainSpec | None = None,
@@ -549,7 +573,7 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
     if root is not None and me is None:
         for ref in entities.values():
             ref.owner_word = "the"  # a member of staff speaks of the records it looks after
-    sentences = [drop_stale_age_words(goal_sentence(g, entities, rng, spec, me), spec.clock) for g in goals]
+    sentences = said_once([drop_stale_age_words(goal_sentence(g, entities, rng, spec, me), spec.clock) for g in goals])
     # A withheld fact must not already be spelled out in the goals the user states.
     said = " ".join(sentences)
     candidates = sorted(k for k in known if not k.endswith(" id") and k not in persona_keys
