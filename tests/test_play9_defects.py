@@ -170,3 +170,17 @@ def _tasks_of(name: str, seed: int, attempts: range) -> list:
         with contextlib.suppress(TaskRejected):
             out.append(generate_task(ctx, seed, a))
     return out
+
+
+def test_no_policy_rule_tells_the_agent_to_take_another_action_instead():
+    """email_management/00005: "cannot be moved to the trash; it must be archived instead", where the
+    message was in spam (archiving needs the inbox) and the refusal task expects no write at all. A
+    rule states what is forbidden; a way round it is the customer's to ask for."""
+    import re
+
+    from scaleenv.synth.procedural.blueprint import catalog
+
+    for name, bp in catalog().items():
+        for rule in bp.policy:
+            text = rule["text"] if isinstance(rule, dict) else getattr(rule, "text", str(rule))
+            assert not re.search(r"\b(instead|has to be|must be \w+ed first)\b", text), (name, text)
