@@ -124,7 +124,7 @@ def test_the_tool_schema_prompt_gives_ranges_a_field_and_they_reach_the_tool():
         "errors": []}]})
     assert not problems
     assert tools[0]["parameters"][0]["minimum"] == 0.01
-    assert "- amount (number; 0.01..): Amount paid." in tool_text(tools[0])  # the code agent sees the range
+    assert "- amount* (number; 0.01..): Amount paid." in tool_text(tools[0])  # the code agent sees the range
 
 
 def test_a_code_added_error_is_described_without_its_message_placeholders():

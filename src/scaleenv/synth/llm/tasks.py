@@ -56,6 +56,7 @@ from scaleenv.synth.llm.render import (
     next_ids_text,
     rules_text,
     sample_rows,
+    summary,
     tool_sig,
 )
 from scaleenv.synth.tasks.context import DomainContext
@@ -187,11 +188,20 @@ class LLMTaskBuilder(TaskBuilder):
         return "\n".join(lines) or "(none: start from a record the customer can name through the tools above)"
 
     def policy_text(self, names: set[str]) -> str:
-        """The policy's checked rules (eligibility, limits) over the offered tools, as the agent reads them."""
+        """The whole policy, briefly: the checked rules (eligibility, limits) over the offered tools,
+        with those tools named, then the rules every conversation follows (identity, confirmation,
+        scope), so that a chain can plan for them too."""
         policy = self.spec.policy
-        rules = [r for r in policy.rules if r.forbid and r.kind in ("eligibility", "limit") and names & set(r.tools)] \
-            if policy else []
-        return "\n".join(f"- {r.text} ({', '.join(t for t in r.tools if t in names)})" for r in rules) or "(none)"
+        if policy is None:
+            return "(none)"
+        lines = []
+        for r in policy.rules:
+            if r.forbid and r.kind in ("eligibility", "limit"):
+                if names & set(r.tools):
+                    lines.append(f"- {summary(r.text, 200)} ({', '.join(t for t in r.tools if t in names)})")
+            elif r.kind in ("identity", "confirmation", "scope"):
+                lines.append(f"- {r.kind}: {summary(r.text, 200)}")
+        return "\n".join(lines) or "(none)"
 
     def write_chain(self, level: str) -> list[Call]:
         goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
@@ -374,9 +384,35 @@ class LLMTaskBuilder(TaskBuilder):
                 continue
             finally:
                 scratch.close()
+            if self.distractors_change_answers():
+                self.record["distractors_changed_answers"] = self.record.get("distractors_changed_answers", 0) + 1
+                continue
             self.record["distractors"] = source
             return self.world.snapshot()
         raise TaskRejected(Reason.STATE_NOT_EXECUTABLE, "the chain fails even without distractors")
+
+    def distractors_change_answers(self) -> bool:
+        """Whether the distractor rows change what the chain answers: its last read (the fact the
+        customer learns) or any total or count it reads, with and without them (a distractor fee in a
+        balance). Lists the chain picks from may hold distractors; that is what they are for."""
+        if not any(self.distractor_ids.values()):
+            return False
+        reads = [i for i, c in enumerate(self.chain) if (t := self.spec.tool(c.tool)) is not None and t.kind == "read"
+                 and (t.returns.mode == "scalar" or i == len(self.chain) - 1)]
+        if not reads:
+            return False
+        plain = World.from_snapshot(self.spec, self.ctx.base)
+        full = World.from_snapshot(self.spec, self.world.snapshot())
+        try:
+            apply_patch(plain, {t: [r for r in rows if r["id"] not in self.distractor_ids.get(t, ())]
+                                for t, rows in self.patch.items()})
+            without, with_d = run_chain(plain, self.spec, self.chain), run_chain(full, self.spec, self.chain)
+        except (ChainError, ScaleEnvError):
+            return True
+        finally:
+            plain.close()
+            full.close()
+        return any(jdump(without[i]) != jdump(with_d[i]) for i in reads)
 
     # --- 4./5. expansion and the gate ---------------------------------------------------------
     def expand(self, initial: bytes, gold_keys: dict[str, list[Any]]) -> tuple[list[str], dict[str, list[Any]]]:
@@ -723,8 +759,12 @@ class _Exerciser:
         ok, _ = self._runs(tool, self.b.ctx.positive_args.get(name))
         if ok:
             return True
-        args = ArgSampler(self.world, self.b.rng).satisfying_args(tool, attempts=2)
+        known = self.b.ctx.positive_args.get(name)
+        sampler = ArgSampler(self.world, self.b.rng)
+        args = sampler.satisfying_args(tool, attempts=2, widen=True, hints=[known] if known else None)
         ok, error = self._runs(tool, args)
+        if args is None and sampler.refusal is not None:
+            error = f"{error}: {sampler.refusal.text(3)}"
         if ok:
             return True
         # the free procedural clone first: the patch agent (a request) only when no clone makes the call run
@@ -813,7 +853,9 @@ class _Exerciser:
             except ScaleEnvError:
                 trial.close()
                 continue
-            args = ArgSampler(trial, rng).satisfying_args(tool, attempts=2)
+            known = self.b.ctx.positive_args.get(tool.name)
+            args = ArgSampler(trial, rng).satisfying_args(tool, attempts=2, widen=True,
+                                                          hints=[known] if known else None)
             trial.close()
             if args is not None and self._accept({table.name: [clone]}, tool, args):
                 self.b.record["procedural_patches"] += 1
