@@ -3,6 +3,7 @@ loans, 93 requests, /work/relay5): each is now fixed in the engine or stated in 
 
 from __future__ import annotations
 
+import contextlib
 import random
 
 from scaleenv.formats.domain import (
@@ -231,3 +232,75 @@ def test_the_state_step_drops_distractors_that_change_an_answer():
     b.add_distractor_rows(rows, {"pets": [pet]}, 1)
     assert b.record["distractors"] != "llm" and b.record["distractors_changed_answers"] >= 1
     assert not b.distractors_change_answers()
+
+
+# --- 5. tokens: the gate's rubric is decided in code; the model is asked only where a case is open ----
+
+
+def test_the_rubric_decides_every_gate_case_it_states():
+    from scaleenv.synth.llm.tasks import rubric_decision
+
+    assert rubric_decision(1, 0.18, 1.0, 25) is True  # relay5 request 73: p = 0.85
+    assert rubric_decision(2, 0.20, 1.0, 24) is True  # request 75: p = 0.7
+    assert rubric_decision(1, 0.5, 0.25, 25) is False  # g below 0.5
+    assert rubric_decision(1, 1.2, 0.5, 25) is False and rubric_decision(1, 1.2, 0.75, 10) is True  # saturated
+    assert rubric_decision(2, 0.6, 1.0, 30) is False and rubric_decision(2, 0.5, 0.5, 30) is False
+
+
+def test_a_task_grows_without_a_gate_request_and_gate_llm_asks_again():
+    from scaleenv.synth.llm.config import SynthConfig
+    from scaleenv.synth.llm.tasks import LLMTaskBuilder
+    from scaleenv.synth.tasks.generate import TaskRejected
+    from test_llm_relay4 import _builder, _ctx
+
+    grew = False
+    for attempt in range(3):
+        model, b = _builder(_ctx(), attempt)
+        try:
+            task = b.run()
+        except TaskRejected:  # a rejected attempt: try the next one
+            continue
+        roles = [r.role for r in model.requests]
+        assert "gate" not in roles and roles.count("solver") == len([g for g in b.record["gate"] if g["g"] is not None])
+        assert all(g["asked"] is False for g in b.record["gate"])
+        grew = grew or task.difficulty.chains > 1
+    assert grew
+    model, b = _builder(_ctx(), 0)
+    asked = LLMTaskBuilder(b.ctx, b.ask, 0, 0, SynthConfig(gate_llm=True))
+    with contextlib.suppress(TaskRejected):  # accepted or not, the gate was asked
+        asked.run()
+    assert any(r.role == "gate" for r in model.requests)
+
+
+# --- 1b. a task world lends a tool its own test fixture before any patch request -------------------------
+
+
+def test_a_task_world_gets_the_tools_test_fixture_rekeyed_instead_of_a_patch_request():
+    """relay5 paid one patch request per task world (76, 84, 88) for checkout_reservation, whose filler held
+    no pending reservation in its window; the rows its tests passed on in Phase 1, re-keyed to free ids,
+    make the call run with no request."""
+    from scaleenv.synth.graph.build import build_graph
+    from scaleenv.synth.llm.config import SynthConfig
+    from scaleenv.synth.llm.tasks import LLMTaskBuilder, _Exerciser
+    from scaleenv.synth.tasks.context import DomainContext
+
+    spec = _loans_spec()
+    w = World(spec)
+    w.load_rows("reservations", [{"id": "RES-0001", "start_date": "2025-01-01", "end_date": "2025-01-05",
+                                  "status": "fulfilled"}])
+    base = w.snapshot()
+    ctx = DomainContext(spec, base, build_graph(spec), {"checkout_reservation": {
+        "reservation_id": "RES-0001", "checked_out_on": "2025-01-02"}})  # a Phase 1 row, no longer pending
+    ctx.__dict__["llm_fixtures"] = {"checkout_reservation": {
+        "rows": {"reservations": [{"id": "RES-0101", "start_date": "2026-07-01", "end_date": "2026-07-04",
+                                   "status": "pending"}]},
+        "args": [{"reservation_id": "RES-0101", "checked_out_on": "2026-07-02"}]}}
+    b = LLMTaskBuilder(ctx, None, 0, 0, SynthConfig(patch_budget=0))  # type: ignore[arg-type]
+    b.chain = []
+    ex = _Exerciser(b, base, {})
+    assert ex.try_tool("checkout_reservation")
+    assert b.record["fixture_patches"] == 1 and b.record["llm_patches"] == 0
+    assert ex.patch == {"reservations": [{"id": "RES-0002", "start_date": "2026-07-01", "end_date": "2026-07-04",
+                                          "status": "pending"}]}
+    ctx.__dict__["llm_fixtures"] = {}
+    assert not _Exerciser(b, base, {}).try_tool("checkout_reservation")  # without it: a patch request (none left)

@@ -24,9 +24,11 @@ One attempt:
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from scaleenv.env.cache import make_episode
@@ -117,6 +119,37 @@ def rubric_refuses(chains: int, complexity: float, remaining: int) -> bool:
     if chains <= 1:
         return remaining < 3 or (complexity >= 1.0 and remaining < 10)
     return complexity >= 0.6 or remaining < 10
+
+
+def rubric_decision(chains: int, complexity: float, feasibility: float, remaining: int) -> bool | None:
+    """The gate prompt's rubric where its numbers decide (True: add the chain, False: stop), or None
+    where they leave the case to the gate model's judgement. The rubric as written decides every case:
+    with one chain, grow when g >= 0.5, three or more tools remain and c(H) < 1.0, or past a saturated
+    c(H) when g >= 0.75 with ten or more left; with two or more, only while c(H) < 0.6, g >= 0.75 and
+    ten or more remain."""
+    if chains <= 1:
+        if complexity < 1.0:
+            return feasibility >= 0.5 and remaining >= 3
+        return feasibility >= 0.75 and remaining >= 10
+    return complexity < 0.6 and feasibility >= 0.75 and remaining >= 10
+
+
+def attach_fixtures(ctx: DomainContext, tests_json: Path) -> None:
+    """Lend ``ctx`` the admitted tools' test fixtures recorded in Phase 1's ``tests.json`` (none when the
+    file or the record is missing: a universe built before they were kept)."""
+    fixtures: dict[str, Any] = {}
+    try:
+        raw = json.loads(tests_json.read_text(encoding="utf-8"))
+        got = (raw.get("llm") or {}).get("fixtures") if isinstance(raw, dict) else None
+        fixtures = got if isinstance(got, dict) else {}
+    except (OSError, ValueError):
+        pass
+    ctx.__dict__["llm_fixtures"] = fixtures
+
+
+def fixtures_of(ctx: DomainContext) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    out: dict[str, dict[str, list[dict[str, Any]]]] = ctx.__dict__.get("llm_fixtures") or {}
+    return out
 
 
 def _norm(v: object) -> str:
@@ -480,11 +513,18 @@ class LLMTaskBuilder(TaskBuilder):
                 gate_open = False
             if gate_open and chains < self.cfg.max_chains:
                 g, best = self.solve(rest, ex)
-                # with no executable chain there is nothing to add: the gate's answer could not matter
-                p = self.gate(len(rest), c, g, chains, len(included)) if best is not None else 0.0
+                # with no executable chain there is nothing to add: the gate's answer could not matter;
+                # where the rubric's numbers decide, the code decides (a request would only restate them)
+                decided = None if self.cfg.gate_llm else rubric_decision(chains, c, g, len(rest))
+                if best is None:
+                    p = 0.0
+                elif decided is not None:
+                    p = 1.0 if decided else 0.0
+                else:
+                    p = self.gate(len(rest), c, g, chains, len(included))
                 accepted = p >= self.cfg.tau and best is not None
                 self.record["gate"].append({"remaining": len(rest), "complexity": round(c, 3), "g": g, "p": p,
-                                            "accepted": accepted})
+                                            "accepted": accepted, "asked": best is not None and decided is None})
                 gate_open = accepted
                 if accepted:
                     assert best is not None
@@ -767,8 +807,9 @@ class _Exerciser:
             error = f"{error}: {sampler.refusal.text(3)}"
         if ok:
             return True
-        # the free procedural clone first: the patch agent (a request) only when no clone makes the call run
-        return self.clone_patch(tool) or self.llm_patch(tool, args, error)
+        # free procedural patches first (the tool's own test fixture, re-keyed; a clone of a row): the
+        # patch agent (a request) only when neither makes the call run
+        return self.fixture_patch(tool) or self.clone_patch(tool) or self.llm_patch(tool, args, error)
 
     def _accept(self, rows: dict[str, list[dict[str, Any]]], tool: ToolSpec, args: dict[str, Any]) -> bool:
         trial = World.from_snapshot(self.spec, self.initial)
@@ -828,6 +869,107 @@ class _Exerciser:
             b.record["llm_patches"] += 1
             return True
         return False
+
+    def fixture_patch(self, tool: ToolSpec) -> bool:
+        """Procedural patch: the rows the tool's positive test ran on in Phase 1 (its test fixture), each
+        given the next free id of its table here, links and the positive arguments re-keyed to match.
+        Accepted only if the call then runs and the gold chain's changes stay as they were."""
+        record = fixtures_of(self.b.ctx).get(tool.name) or {}
+        fixture = record.get("rows") if isinstance(record, dict) else None
+        if not isinstance(fixture, dict) or not fixture:
+            return False
+        known = self.b.ctx.positive_args.get(tool.name)
+        # the test agent's positive cases name the fixture's own rows; the tester's arguments may name
+        # rows of the Phase 1 world, which the domain's final base need not hold in the same state
+        tries = [a for a in record.get("args") or [] if isinstance(a, dict)] + ([known] if isinstance(known, dict)
+                                                                              else [])
+        new_ids: dict[tuple[str, Any], Any] = {}
+        reserved: dict[str, set[str]] = {}
+        for t in table_order(self.spec):
+            table = self.spec.table(t)
+            for r in fixture.get(t) or []:
+                if table is None or not isinstance(r, dict) or r.get(table.primary_key) is None:
+                    continue
+                nid = next_id(self.world, t, reserved.setdefault(t, set()))
+                reserved[t].add(nid)
+                new_ids[(t, r[table.primary_key])] = nid
+        if not new_ids or not tries:
+            return False
+        rows: dict[str, list[dict[str, Any]]] = {t: [] for t, _ in new_ids}
+        for t in rows:
+            table = self.spec.table(t)
+            assert table is not None
+            for r in fixture.get(t) or []:
+                if not isinstance(r, dict) or r.get(table.primary_key) is None:
+                    continue
+                row = {**r, table.primary_key: new_ids[(t, r[table.primary_key])]}
+                for c in table.columns:
+                    if c.foreign_key and row.get(c.name) is not None:
+                        row[c.name] = new_ids.get((c.foreign_key.split(".")[0], row[c.name]), row[c.name])
+                rows[t].append(row)
+        for given in tries:
+            args = {}
+            for k, v in given.items():
+                p = tool.param(k)
+                target = self._id_table(p.column) if p is not None and p.column else None
+                args[k] = new_ids.get((target, v), v) if target else v
+            # the rows the call names and their parents first, then the fixture without the tables the
+            # gold chain writes (a row there would shift the id the chain creates), then all of it
+            created = {t for t, ks in self.gold_keys.items() if any(self.world.row(t, k) is None for k in ks)}
+            for subset in (self._named_rows(rows, tool, args), self._without(rows, created), rows):
+                if subset and self._accept(subset, tool, args):
+                    self.b.record["fixture_patches"] = self.b.record.get("fixture_patches", 0) + 1
+                    return True
+        return False
+
+    def _without(self, rows: dict[str, list[dict[str, Any]]], tables: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """``rows`` less those of ``tables`` and (transitively) the rows that link to a row left out."""
+        gone = {(t, r.get("id")) for t in tables for r in rows.get(t, [])}
+        out = {t: list(rs) for t, rs in rows.items() if t not in tables}
+        changed = True
+        while changed:
+            changed = False
+            for t, rs in out.items():
+                table = self.spec.table(t)
+                for r in list(rs):
+                    if table and any(c.foreign_key and (c.foreign_key.split(".")[0], r.get(c.name)) in gone
+                                     for c in table.columns):
+                        rs.remove(r)
+                        gone.add((t, r.get(table.primary_key)))
+                        changed = True
+        return {t: rs for t, rs in out.items() if rs}
+
+    def _named_rows(self, rows: dict[str, list[dict[str, Any]]], tool: ToolSpec,
+                    args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """The rows of ``rows`` an argument names by id, with the rows they link to (transitively)."""
+        by_key = {(t, r.get(self.spec.table(t).primary_key)): r for t, rs in rows.items()  # type: ignore[union-attr]
+                  for r in rs}
+        todo = [(self._id_table(p.column), args.get(p.name)) for p in tool.parameters if p.column]
+        keep: dict[tuple[str, Any], dict[str, Any]] = {}
+        while todo:
+            t, k = todo.pop()
+            if (t, k) in keep or (t, k) not in by_key or t is None:
+                continue
+            row = keep[(t, k)] = by_key[(t, k)]
+            table = self.spec.table(t)
+            for c in table.columns if table else []:
+                if c.foreign_key and row.get(c.name) is not None:
+                    todo.append((c.foreign_key.split(".")[0], row[c.name]))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for (t, _), r in keep.items():
+            out.setdefault(t, []).append(r)
+        return out
+
+    def _id_table(self, column: str) -> str | None:
+        """The table whose ids ``table.column`` holds: its own (the primary key) or a foreign key's target."""
+        t, _, c = column.partition(".")
+        table = self.spec.table(t)
+        col = table.column(c) if table else None
+        if table is None or col is None:
+            return None
+        if col.foreign_key:
+            return col.foreign_key.split(".")[0]
+        return t if c == table.primary_key else None
 
     def clone_patch(self, tool: ToolSpec) -> bool:
         """Procedural fallback: a fresh clone of a row of the tool's focus table."""
