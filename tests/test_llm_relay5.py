@@ -114,7 +114,7 @@ def test_the_debug_and_test_prompts_say_how_the_positive_arguments_are_found():
     debug = _prompt("debug")
     assert "the tester's own: it searches existing rows + fixture for" in debug
     assert "the column it carries" in debug and "names the one that refused the closest candidate" in debug
-    assert "searches existing rows + fixture for arguments" in _prompt("test")
+    assert "searches existing rows + fixture for arguments that satisfy every precondition" in _prompt("test")
 
 
 def _prompt(role: str) -> str:
@@ -304,3 +304,14 @@ def test_a_task_world_gets_the_tools_test_fixture_rekeyed_instead_of_a_patch_req
                                           "status": "pending"}]}
     ctx.__dict__["llm_fixtures"] = {}
     assert not _Exerciser(b, base, {}).try_tool("checkout_reservation")  # without it: a patch request (none left)
+
+
+def test_only_the_distractor_table_that_changes_an_answer_is_left_out():
+    pet = {"id": "PET-0902", "owner_id": "OWN-0901", "name": "Peppa", "species": "dog", "birth_date": None,
+           "weight_kg": 11.0}
+    owner = {"id": "OWN-0902", "full_name": "Mira Holtz", "email": "mira.holtz@clinic-new.test",
+             "phone": "555-200-3002", "created_at": "2026-04-07T10:15:00"}
+    b = _distractor_builder({})
+    rows = {t: [dict(r) for r in rs] for t, rs in b.patch.items()}
+    b.add_distractor_rows(rows, {"pets": [pet], "owners": [owner]}, 1)
+    assert b.record["distractors"] == "llm" and b.distractor_ids == {"owners": {"OWN-0902"}}

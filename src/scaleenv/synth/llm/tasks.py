@@ -168,8 +168,9 @@ class LLMTaskBuilder(TaskBuilder):
                                        "chains": 1, "distractors": "llm"}
 
     # --- 1. the seed chain -------------------------------------------------------------------
-    def ancestry(self, tables: set[str]) -> set[str]:
-        """``tables`` and every table they reach through foreign keys."""
+    def ancestry(self, tables: set[str], required_only: bool = False) -> set[str]:
+        """``tables`` and every table they reach through foreign keys (``required_only``: through
+        NOT NULL ones, the parents a new row cannot do without)."""
         out, todo = set(), list(tables)
         while todo:
             t = todo.pop()
@@ -177,7 +178,8 @@ class LLMTaskBuilder(TaskBuilder):
             if t in out or table is None:
                 continue
             out.add(t)
-            todo += [c.foreign_key.split(".")[0] for c in table.columns if c.foreign_key]
+            todo += [c.foreign_key.split(".")[0] for c in table.columns
+                     if c.foreign_key and not (required_only and c.nullable)]
         return out
 
     def neighbourhood(self, goal: ToolSpec, limit: int = 10) -> list[ToolSpec]:
@@ -214,8 +216,7 @@ class LLMTaskBuilder(TaskBuilder):
         offered = {t.name for t in tools}
         lines = []
         for table, names in sorted(lookup_tools(self.spec).items()):
-            calls = [f"{n}({', '.join(p.name for p in _tool(self.spec, n).parameters)})"
-                     for n in names if n in offered]
+            calls = [n for n in names if n in offered]  # their parameters are in the tool list above
             if calls:
                 lines.append(f"{table}: " + "; ".join(calls))
         return "\n".join(lines) or "(none: start from a record the customer can name through the tools above)"
@@ -231,9 +232,9 @@ class LLMTaskBuilder(TaskBuilder):
         for r in policy.rules:
             if r.forbid and r.kind in ("eligibility", "limit"):
                 if names & set(r.tools):
-                    lines.append(f"- {summary(r.text, 200)} ({', '.join(t for t in r.tools if t in names)})")
+                    lines.append(f"- {summary(r.text, 160)} ({', '.join(t for t in r.tools if t in names)})")
             elif r.kind in ("identity", "confirmation", "scope"):
-                lines.append(f"- {r.kind}: {summary(r.text, 200)}")
+                lines.append(f"- {r.kind}: {summary(r.text, 120)}")
         return "\n".join(lines) or "(none)"
 
     def write_chain(self, level: str) -> list[Call]:
@@ -278,7 +279,8 @@ class LLMTaskBuilder(TaskBuilder):
 
     # --- 2. the initial state ------------------------------------------------------------------
     def chain_tables(self) -> list[str]:
-        """Every table a call of the chain reads or writes (declared or seen in its SQL), and their parents."""
+        """Every table a call of the chain reads or writes (declared or seen in its SQL), and the parents
+        their rows cannot do without (an optional link's table is not needed for the chain to run)."""
         out: list[str] = []
         for c in self.chain:
             tool = self.spec.tool(c.tool)
@@ -289,7 +291,7 @@ class LLMTaskBuilder(TaskBuilder):
             for t in [*_tables_of(tool), *seen]:
                 if t not in out:
                     out.append(t)
-        out += sorted(self.ancestry(set(out)) - set(out))
+        out += sorted(self.ancestry(set(out), required_only=True) - set(out))
         return [t for t in out if self.spec.table(t) is not None]
 
     def _with_ids(self, rows: object) -> dict[str, list[dict[str, Any]]]:
@@ -400,13 +402,18 @@ class LLMTaskBuilder(TaskBuilder):
 
     def add_distractor_rows(self, rows: dict[str, list[dict[str, Any]]], distractors: dict[str, list[dict[str, Any]]],
                             density: int) -> bytes:
-        """LLM distractors if they stay orthogonal to the chain, else procedural ones, else none."""
-        for source in ("llm", "procedural", "none"):
+        """LLM distractors if they stay orthogonal to the chain and change none of its answers (else
+        without the tables whose distractors do), else procedural ones, else none."""
+        # the LLM's distractors less one table's at a time: a distractor fee that changes the balance
+        # the chain reads goes, the look-alike customers stay
+        lesser = [{t: rs for t, rs in distractors.items() if t != gone} for gone in sorted(distractors)
+                  if len(distractors) > 1]
+        for source, chosen in [("llm", distractors), *(("llm", d) for d in lesser), ("procedural", {}), ("none", {})]:
             if source == "procedural":
                 self._materialize(rows, {})
                 self.add_distractors([(t, r) for t in table_order(self.spec) for r in rows.get(t, [])], max(1, density))
             else:
-                self._materialize(rows, distractors if source == "llm" else {})
+                self._materialize(rows, chosen)
             if self._executes():
                 continue
             scratch = World.from_snapshot(self.spec, self.world.snapshot())
@@ -569,7 +576,7 @@ class LLMTaskBuilder(TaskBuilder):
         touched = sorted({x for t in tools if t for x in _tables_of(t)} - set(inputs))
         if not inputs:
             inputs, touched = touched, []
-        rows = sample_rows(ex.world, inputs, per_table=4, max_chars=2400, spread=True)
+        rows = sample_rows(ex.world, inputs, per_table=4, max_chars=1100, spread=True)
         if touched:  # one row each: their formats and states, not ids to pass
             rows += "\n" + sample_rows(ex.world, touched, per_table=1)
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t), rows=rows,
