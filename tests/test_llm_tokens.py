@@ -91,8 +91,8 @@ def test_the_tool_text_keeps_every_fact_of_the_schema_agents_json():
          "errors": [{"code": "pet_not_found", "description": "No pet has this id."}, {"code": "slot_taken"}]}
     text = tool_text(t, {"book.pet_id": "pets.id"})
     for fact in ("book (write): Book a visit. It must not clash with another one.",
-                 "- pet_id (string; = pets.id): The pet.", "- kind (string, optional; one of a|b)",
-                 "- n (integer; 1..9): How many.", "- tags (array of string, optional)", "output: The new visit.",
+                 "- pet_id* (string; = pets.id): The pet.", "- kind (string, optional; one of a|b)",
+                 "- n* (integer; 1..9): How many.", "- tags (array of string, optional)", "output: The new visit.",
                  "preconditions: the pet exists (register_pet)", "postconditions: the visit is scheduled",
                  "errors: pet_not_found (No pet has this id.), slot_taken"):
         assert fact in text

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import random
 import re
+import sqlite3
+from dataclasses import dataclass
 from typing import Any
 
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import Param, ToolSpec
-from scaleenv.formats.sqlinfo import sql_params
+from scaleenv.formats.sqlinfo import analyze_sql, sql_params
 from scaleenv.tools.args import _check_param, validate_arguments
 from scaleenv.tools.runtime import bind_params, first_failing_precondition
 from scaleenv.tools.values import fresh_value
@@ -35,6 +37,53 @@ def _fresh(column: str, v: str, rng: random.Random, taken: set[Any]) -> str:
     return fresh_value(column, v, rng, taken)
 
 
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+
+
+def _is_date_param(world: World, p: Param, values: list[Any]) -> bool:
+    """A string parameter that carries a date: its column is typed date/datetime, or its values are ISO
+    dates, or (no values at all) its name says so (``checked_out_on``, ``start_date``, ``due_at``)."""
+    if p.column:
+        t, _, c = p.column.partition(".")
+        table = world.spec.table(t)
+        col = table.column(c) if table else None
+        if col is not None and col.type in ("date", "datetime"):
+            return True
+    strs = [v for v in values if isinstance(v, str)]
+    if strs:
+        return bool(_DATE.match(strs[0]))
+    return bool(re.search(r"(_on|_date|_at|^date)$", p.name))
+
+
+@dataclass
+class Refusal:
+    """The closest a failed search came: the first precondition that no single changed argument made
+    hold, the arguments it stood at, and the values it tried per parameter (with their columns)."""
+
+    index: int
+    error: str
+    sql: str
+    args: dict[str, Any]
+    tried: dict[str, list[Any]]
+    columns: dict[str, str]
+
+    def text(self, shown: int = 5) -> str:
+        """One bounded line for a failure log."""
+        import json
+
+        def dump(v: object) -> str:
+            return json.dumps(v, ensure_ascii=False, default=str)
+
+        tried = "; ".join(
+            f"{n} from {self.columns.get(n, 'its type')}: "
+            f"{dump(vs[:shown])}{f' and {len(vs) - shown} more' if len(vs) > shown else ''}"
+            for n, vs in self.tried.items())
+        sql = self.sql if len(self.sql) <= 300 else self.sql[:300] + " [...]"
+        head = (f"precondition {self.index + 1} ({self.error}: {sql}) refused the closest candidate "
+                f"{dump(self.args)}")
+        return head + (f"; values tried: {tried}" if tried else "")
+
+
 class ArgSampler:
     """Candidate values per parameter, drawn from the world's data (deterministic for a given rng)."""
 
@@ -43,6 +92,7 @@ class ArgSampler:
         self.rng = rng
         self._col_cache: dict[str, list[Any]] = {}
         self._cand_cache: dict[tuple[Any, ...], list[Any]] = {}
+        self.refusal: Refusal | None = None
 
     def invalidate(self) -> None:
         """Forget cached column values (call after the world's rows change)."""
@@ -178,10 +228,35 @@ class ArgSampler:
         return first_failing_precondition(self.world, tool, params, upto)
 
     def satisfying_args(self, tool: ToolSpec, attempts: int = 8,
-                        fixed: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                        fixed: dict[str, Any] | None = None, *, widen: bool = False,
+                        hints: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
         """Arguments under which every precondition holds (coordinate search), or None.
-        ``fixed`` arguments are kept as given."""
+        ``fixed`` arguments are kept as given.
+
+        With ``widen``, a search that found nothing is tried once more: first each of ``hints``
+        whole (argument sets known to work, such as a test agent's positive cases), then with wider
+        candidates: the hints' values, and for a date parameter the clock's date and the dates of the
+        columns the failing precondition reads. A date a tool writes into the row it creates
+        (``checked_out_on`` -> ``loans.start_date``) then needs no existing row carrying it. The
+        first search is unchanged, so whatever it found before it still finds, from the same stream.
+        :attr:`refusal` says afterwards which precondition refused the closest candidate."""
         fixed = fixed or {}
+        self.refusal = None
+        found = self._search(tool, attempts, fixed, lambda i, p: self.candidates(p))
+        if found is not None or not widen:
+            return found
+        for h in hints or []:
+            args = {**h, **fixed}
+            if isinstance(h, dict) and self._fails_at(tool, args) is None:
+                return args
+        hinted: dict[str, list[Any]] = {}
+        for h in hints or []:
+            for k, v in (h or {}).items():
+                hinted.setdefault(k, []).append(v)
+        return self._search(tool, attempts, fixed, lambda i, p: self._wide_candidates(tool, i, p, hinted))
+
+    def _search(self, tool: ToolSpec, attempts: int, fixed: dict[str, Any],
+                cands: Any) -> dict[str, Any] | None:
         for _ in range(attempts):
             args = {**self.random_args(tool), **fixed}
             ok = True
@@ -191,8 +266,11 @@ class ArgSampler:
                 names = [n for n in sorted(sql_params(pre.sql)) if tool.param(n) and n not in fixed]
                 self.rng.shuffle(names)
                 repaired = False
+                tried: dict[str, list[Any]] = {}
                 for name in names:
-                    for v in self.candidates(tool.param(name)):  # type: ignore[arg-type]
+                    values = cands(i, tool.param(name))
+                    tried[name] = values
+                    for v in values:
                         trial = {**args, name: v}
                         if self._fails_at(tool, trial, i + 1) is None:
                             args, repaired = trial, True
@@ -200,11 +278,49 @@ class ArgSampler:
                     if repaired:
                         break
                 if not repaired:
+                    if self.refusal is None or i > self.refusal.index:
+                        columns = {n: str(getattr(tool.param(n), "column", "") or "") for n in tried}
+                        self.refusal = Refusal(i, pre.error, pre.sql, dict(args), tried,
+                                               {n: c for n, c in columns.items() if c})
                     ok = False
                     break
-            if ok and self._fails_at(tool, args) is None:
-                return args
+            if ok:
+                at = self._fails_at(tool, args)
+                if at is None:
+                    return args
+                if isinstance(at, int) and (self.refusal is None or at > self.refusal.index):
+                    pre = tool.preconditions[at]
+                    self.refusal = Refusal(at, pre.error, pre.sql, dict(args), {}, {})
         return None
+
+    def _wide_candidates(self, tool: ToolSpec, index: int, p: Param, hinted: dict[str, list[Any]]) -> list[Any]:
+        out = list(dict.fromkeys([*hinted.get(p.name, []), *self.candidates(p)]))
+        if p.type == "string" and p.enum is None and _is_date_param(self.world, p, out):
+            extra: list[Any] = []
+            today = str(self.world.spec.clock)[:10]
+            extra += [today] + [shift_iso(today, d) for d in (-30, -7, -1, 1, 7, 30)]
+            try:
+                reads = analyze_sql(self.world.conn, tool.preconditions[index].sql).reads
+            except sqlite3.Error:
+                reads = set()
+            for t, c in sorted(reads):
+                table = self.world.spec.table(t)
+                col = table.column(c) if table else None
+                if col is not None and col.type in ("date", "datetime"):
+                    vals = self.column_values(f"{t}.{c}")
+                    extra += vals[:_POOL]
+            # a datetime parameter gets datetimes, a date parameter dates
+            want_time = any(isinstance(v, str) and len(v) > 10 for v in out)
+            shaped = [v if want_time or not isinstance(v, str) else v[:10] for v in extra]
+            for v in dict.fromkeys(shaped):
+                if v in out:
+                    continue
+                try:
+                    _check_param(p, v)
+                except ValueError:
+                    continue
+                out.append(v)
+        return out
 
     def violating_args(self, tool: ToolSpec, base: dict[str, Any], index: int) -> dict[str, Any] | None:
         """Change one argument of ``base`` so that precondition ``index`` is the first to fail."""

@@ -82,7 +82,9 @@ def test_tool_sandboxed(spec: DomainSpec, tool: ToolSpec, fixture: bytes, seed: 
     t1, t2 = _CALL_LIMITS.set(limits), _ABORT_ON_STOP.set(True)
     world = World.from_snapshot(one, fixture)
     try:
-        report = test_tool(world, tool, random.Random(f"test:{seed}:{tool.name}"))
+        hints = [c["args"] for c in cases or [] if isinstance(c, dict) and c.get("kind") == "positive"
+                 and isinstance(c.get("args"), dict)]
+        report = test_tool(world, tool, random.Random(f"test:{seed}:{tool.name}"), hints)
         results = run_cases(world, tool, fixture, list(cases or []))
         return report, results, SandboxOutcome(True)
     except SandboxStopped as stop:

@@ -72,11 +72,14 @@ def _written_tables(world: World, tool: ToolSpec) -> set[str] | None:
     return out
 
 
-def _positive(world: World, tool: ToolSpec, sampler: ArgSampler, snap: bytes) -> TestResult:
+def _positive(world: World, tool: ToolSpec, sampler: ArgSampler, snap: bytes,
+              hints: list[dict[str, Any]] | None = None) -> TestResult:
     last = "no arguments satisfy the preconditions on the fixture world"
     for _ in range(4):
-        args = sampler.satisfying_args(tool)
+        args = sampler.satisfying_args(tool, widen=True, hints=hints)
         if args is None:
+            if sampler.refusal is not None:
+                last += f": {sampler.refusal.text()}"
             break
         world.restore(snap)
         res = execute_tool(world, tool, args)
@@ -99,12 +102,17 @@ def _positive(world: World, tool: ToolSpec, sampler: ArgSampler, snap: bytes) ->
     return TestResult(tool.name, "positive", {}, UNEXPECTED, reason=last)
 
 
-def test_tool(world: World, tool: ToolSpec, rng: random.Random) -> ToolReport:
-    """Run the positive and negative tests of one tool on a fixture world (restored afterwards)."""
+def test_tool(world: World, tool: ToolSpec, rng: random.Random,
+              hints: list[dict[str, Any]] | None = None) -> ToolReport:
+    """Run the positive and negative tests of one tool on a fixture world (restored afterwards).
+
+    The positive test's arguments are searched for on the world (each parameter's values drawn from
+    the column it carries); where that search finds none, ``hints`` (argument sets meant to succeed,
+    such as a test agent's positive cases) are tried whole and lend their values to a wider search."""
     snap = world.snapshot()
     sampler = ArgSampler(world, rng)
     report = ToolReport(tool.name, admitted=False)
-    pos = _positive(world, tool, sampler, snap)
+    pos = _positive(world, tool, sampler, snap, hints)
     world.restore(snap)
     report.tests.append(pos)
     base = pos.args if pos.verdict == SUCCESS else sampler.random_args(tool)

@@ -70,7 +70,7 @@ class LLMBackend:
         pass
 
     def task_maker(self, ctx: DomainContext) -> Callable[[int], Task]:
-        from scaleenv.synth.llm.tasks import generate_llm_task
+        from scaleenv.synth.llm.tasks import attach_fixtures, generate_llm_task
         from scaleenv.synth.tasks.generate import TaskRejected
         from scaleenv.synth.tasks.reasons import Reason
 
@@ -90,6 +90,7 @@ class LLMBackend:
             except ScaleEnvError as e:  # e.g. generated rows a world refuses
                 raise TaskRejected(Reason.SYNTHESIS_ERROR, str(e)[:200]) from None
 
+        attach_fixtures(ctx, self.ddir / "tests.json")
         _ = ctx.io, ctx.edge_counts  # computed once, before attempts run in threads
         self._spec_tools = [t.name for t in ctx.spec.tools]
         k = self.cfg["tasks_per_domain"]

@@ -73,6 +73,9 @@ def synthesize_domain(name: str, ask: Scoped, seed: int = 0, scale: float = 1.0,
     tests["llm"] = {"rounds": {b.name: b.rounds for b in builds}, "dropped": dropped,
                     "history": {b.name: b.history for b in builds if b.rounds > 1 or not b.admitted},
                     "dependency": dep_stats,
+                    # each admitted tool's test fixture: rows on which its positive test ran, which Phase 2
+                    # lends a task world (re-keyed) where no row there lets the tool run
+                    "fixtures": {b.name: b.fixture for b in builds if b.admitted and b.fixture},
                     "edges_by_source": dict(Counter(d.get("source", "computed") for _, _, d in graph.edges()))}
     return BuiltDomain(spec, base, tests, graph, len(abstracts))
 

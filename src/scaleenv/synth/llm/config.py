@@ -31,6 +31,9 @@ class SynthConfig:
     best_of_k: int = 4  # solver candidates per gate decision
     solver_tools: int = 6  # unused tools shown to the solver (a sample drawn per task)
     max_chains: int = 3  # chains C_1..C_n per task at most
+    # the gate model is asked only where the rubric's numbers leave the case open (they decide every
+    # case of the rubric as written); True asks it at every decision, as the paper's gate does
+    gate_llm: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)

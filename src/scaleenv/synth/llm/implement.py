@@ -63,6 +63,8 @@ class ToolBuild:
     admitted: bool
     rounds: int
     history: list[dict[str, Any]] = field(default_factory=list)
+    # the rows its tests passed on and the arguments of its positive cases: {"rows": ..., "args": [...]}
+    fixture: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"tool": self.name, "admitted": self.admitted, "rounds": self.rounds, "history": self.history}
@@ -361,7 +363,7 @@ class ToolImplementer:
                 last = report
             history.append({"round": round_no, "failures": failures[:10]})
             if not failures and report is not None:
-                return ToolBuild(name, tool, report, True, round_no + 1, history)
+                return ToolBuild(name, tool, report, True, round_no + 1, history, passed_fixture(tests))
             if round_no == self.cfg.debug_rounds:
                 break
             try:
@@ -387,6 +389,17 @@ class ToolImplementer:
                 if progress is not None:
                     progress(len(done), len(abstracts))
         return done
+
+
+def passed_fixture(tests: dict[str, Any]) -> dict[str, Any]:
+    """What Phase 2 may lend a task world from a tool's passed tests: the fixture rows and the arguments
+    of its positive cases (empty without rows)."""
+    rows = tests.get("fixture") or {}
+    if not isinstance(rows, dict) or not rows:
+        return {}
+    args = [c["args"] for c in tests.get("cases") or [] if isinstance(c, dict) and c.get("kind") == "positive"
+            and isinstance(c.get("args"), dict)]
+    return {"rows": rows, "args": args}
 
 
 def _dropped(name: str, rounds: int, failures: list[str], history: list[dict[str, Any]],

@@ -214,7 +214,8 @@ def tool_text(t: dict[str, Any], param_columns: dict[str, str] | None = None) ->
         if col:
             bits.append(f"= {col}")
         desc = summary(p.get("description", ""))
-        lines.append(f"- {p['name']} ({'; '.join(bits)})" + (f": {desc}" if desc else ""))
+        star = "*" if p.get("required", True) else ""  # the legend's mark: "* = required"
+        lines.append(f"- {p['name']}{star} ({'; '.join(bits)})" + (f": {desc}" if desc else ""))
     if t.get("output"):
         lines.append(f"output: {summary(str(t['output']))}")
     for key in ("preconditions", "postconditions"):

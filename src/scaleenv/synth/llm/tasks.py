@@ -24,9 +24,11 @@ One attempt:
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 from scaleenv.env.cache import make_episode
@@ -56,6 +58,7 @@ from scaleenv.synth.llm.render import (
     next_ids_text,
     rules_text,
     sample_rows,
+    summary,
     tool_sig,
 )
 from scaleenv.synth.tasks.context import DomainContext
@@ -118,6 +121,37 @@ def rubric_refuses(chains: int, complexity: float, remaining: int) -> bool:
     return complexity >= 0.6 or remaining < 10
 
 
+def rubric_decision(chains: int, complexity: float, feasibility: float, remaining: int) -> bool | None:
+    """The gate prompt's rubric where its numbers decide (True: add the chain, False: stop), or None
+    where they leave the case to the gate model's judgement. The rubric as written decides every case:
+    with one chain, grow when g >= 0.5, three or more tools remain and c(H) < 1.0, or past a saturated
+    c(H) when g >= 0.75 with ten or more left; with two or more, only while c(H) < 0.6, g >= 0.75 and
+    ten or more remain."""
+    if chains <= 1:
+        if complexity < 1.0:
+            return feasibility >= 0.5 and remaining >= 3
+        return feasibility >= 0.75 and remaining >= 10
+    return complexity < 0.6 and feasibility >= 0.75 and remaining >= 10
+
+
+def attach_fixtures(ctx: DomainContext, tests_json: Path) -> None:
+    """Lend ``ctx`` the admitted tools' test fixtures recorded in Phase 1's ``tests.json`` (none when the
+    file or the record is missing: a universe built before they were kept)."""
+    fixtures: dict[str, Any] = {}
+    try:
+        raw = json.loads(tests_json.read_text(encoding="utf-8"))
+        got = (raw.get("llm") or {}).get("fixtures") if isinstance(raw, dict) else None
+        fixtures = got if isinstance(got, dict) else {}
+    except (OSError, ValueError):
+        pass
+    ctx.__dict__["llm_fixtures"] = fixtures
+
+
+def fixtures_of(ctx: DomainContext) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    out: dict[str, dict[str, list[dict[str, Any]]]] = ctx.__dict__.get("llm_fixtures") or {}
+    return out
+
+
 def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().lower()
 
@@ -134,8 +168,9 @@ class LLMTaskBuilder(TaskBuilder):
                                        "chains": 1, "distractors": "llm"}
 
     # --- 1. the seed chain -------------------------------------------------------------------
-    def ancestry(self, tables: set[str]) -> set[str]:
-        """``tables`` and every table they reach through foreign keys."""
+    def ancestry(self, tables: set[str], required_only: bool = False) -> set[str]:
+        """``tables`` and every table they reach through foreign keys (``required_only``: through
+        NOT NULL ones, the parents a new row cannot do without)."""
         out, todo = set(), list(tables)
         while todo:
             t = todo.pop()
@@ -143,7 +178,8 @@ class LLMTaskBuilder(TaskBuilder):
             if t in out or table is None:
                 continue
             out.add(t)
-            todo += [c.foreign_key.split(".")[0] for c in table.columns if c.foreign_key]
+            todo += [c.foreign_key.split(".")[0] for c in table.columns
+                     if c.foreign_key and not (required_only and c.nullable)]
         return out
 
     def neighbourhood(self, goal: ToolSpec, limit: int = 10) -> list[ToolSpec]:
@@ -180,18 +216,26 @@ class LLMTaskBuilder(TaskBuilder):
         offered = {t.name for t in tools}
         lines = []
         for table, names in sorted(lookup_tools(self.spec).items()):
-            calls = [f"{n}({', '.join(p.name for p in _tool(self.spec, n).parameters)})"
-                     for n in names if n in offered]
+            calls = [n for n in names if n in offered]  # their parameters are in the tool list above
             if calls:
                 lines.append(f"{table}: " + "; ".join(calls))
         return "\n".join(lines) or "(none: start from a record the customer can name through the tools above)"
 
     def policy_text(self, names: set[str]) -> str:
-        """The policy's checked rules (eligibility, limits) over the offered tools, as the agent reads them."""
+        """The whole policy, briefly: the checked rules (eligibility, limits) over the offered tools,
+        with those tools named, then the rules every conversation follows (identity, confirmation,
+        scope), so that a chain can plan for them too."""
         policy = self.spec.policy
-        rules = [r for r in policy.rules if r.forbid and r.kind in ("eligibility", "limit") and names & set(r.tools)] \
-            if policy else []
-        return "\n".join(f"- {r.text} ({', '.join(t for t in r.tools if t in names)})" for r in rules) or "(none)"
+        if policy is None:
+            return "(none)"
+        lines = []
+        for r in policy.rules:
+            if r.forbid and r.kind in ("eligibility", "limit"):
+                if names & set(r.tools):
+                    lines.append(f"- {summary(r.text, 160)} ({', '.join(t for t in r.tools if t in names)})")
+            elif r.kind in ("identity", "confirmation", "scope"):
+                lines.append(f"- {r.kind}: {summary(r.text, 120)}")
+        return "\n".join(lines) or "(none)"
 
     def write_chain(self, level: str) -> list[Call]:
         goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
@@ -235,7 +279,8 @@ class LLMTaskBuilder(TaskBuilder):
 
     # --- 2. the initial state ------------------------------------------------------------------
     def chain_tables(self) -> list[str]:
-        """Every table a call of the chain reads or writes (declared or seen in its SQL), and their parents."""
+        """Every table a call of the chain reads or writes (declared or seen in its SQL), and the parents
+        their rows cannot do without (an optional link's table is not needed for the chain to run)."""
         out: list[str] = []
         for c in self.chain:
             tool = self.spec.tool(c.tool)
@@ -246,7 +291,7 @@ class LLMTaskBuilder(TaskBuilder):
             for t in [*_tables_of(tool), *seen]:
                 if t not in out:
                     out.append(t)
-        out += sorted(self.ancestry(set(out)) - set(out))
+        out += sorted(self.ancestry(set(out), required_only=True) - set(out))
         return [t for t in out if self.spec.table(t) is not None]
 
     def _with_ids(self, rows: object) -> dict[str, list[dict[str, Any]]]:
@@ -357,13 +402,18 @@ class LLMTaskBuilder(TaskBuilder):
 
     def add_distractor_rows(self, rows: dict[str, list[dict[str, Any]]], distractors: dict[str, list[dict[str, Any]]],
                             density: int) -> bytes:
-        """LLM distractors if they stay orthogonal to the chain, else procedural ones, else none."""
-        for source in ("llm", "procedural", "none"):
+        """LLM distractors if they stay orthogonal to the chain and change none of its answers (else
+        without the tables whose distractors do), else procedural ones, else none."""
+        # the LLM's distractors less one table's at a time: a distractor fee that changes the balance
+        # the chain reads goes, the look-alike customers stay
+        lesser = [{t: rs for t, rs in distractors.items() if t != gone} for gone in sorted(distractors)
+                  if len(distractors) > 1]
+        for source, chosen in [("llm", distractors), *(("llm", d) for d in lesser), ("procedural", {}), ("none", {})]:
             if source == "procedural":
                 self._materialize(rows, {})
                 self.add_distractors([(t, r) for t in table_order(self.spec) for r in rows.get(t, [])], max(1, density))
             else:
-                self._materialize(rows, distractors if source == "llm" else {})
+                self._materialize(rows, chosen)
             if self._executes():
                 continue
             scratch = World.from_snapshot(self.spec, self.world.snapshot())
@@ -374,9 +424,35 @@ class LLMTaskBuilder(TaskBuilder):
                 continue
             finally:
                 scratch.close()
+            if self.distractors_change_answers():
+                self.record["distractors_changed_answers"] = self.record.get("distractors_changed_answers", 0) + 1
+                continue
             self.record["distractors"] = source
             return self.world.snapshot()
         raise TaskRejected(Reason.STATE_NOT_EXECUTABLE, "the chain fails even without distractors")
+
+    def distractors_change_answers(self) -> bool:
+        """Whether the distractor rows change what the chain answers: its last read (the fact the
+        customer learns) or any total or count it reads, with and without them (a distractor fee in a
+        balance). Lists the chain picks from may hold distractors; that is what they are for."""
+        if not any(self.distractor_ids.values()):
+            return False
+        reads = [i for i, c in enumerate(self.chain) if (t := self.spec.tool(c.tool)) is not None and t.kind == "read"
+                 and (t.returns.mode == "scalar" or i == len(self.chain) - 1)]
+        if not reads:
+            return False
+        plain = World.from_snapshot(self.spec, self.ctx.base)
+        full = World.from_snapshot(self.spec, self.world.snapshot())
+        try:
+            apply_patch(plain, {t: [r for r in rows if r["id"] not in self.distractor_ids.get(t, ())]
+                                for t, rows in self.patch.items()})
+            without, with_d = run_chain(plain, self.spec, self.chain), run_chain(full, self.spec, self.chain)
+        except (ChainError, ScaleEnvError):
+            return True
+        finally:
+            plain.close()
+            full.close()
+        return any(jdump(without[i]) != jdump(with_d[i]) for i in reads)
 
     # --- 4./5. expansion and the gate ---------------------------------------------------------
     def expand(self, initial: bytes, gold_keys: dict[str, list[Any]]) -> tuple[list[str], dict[str, list[Any]]]:
@@ -444,11 +520,18 @@ class LLMTaskBuilder(TaskBuilder):
                 gate_open = False
             if gate_open and chains < self.cfg.max_chains:
                 g, best = self.solve(rest, ex)
-                # with no executable chain there is nothing to add: the gate's answer could not matter
-                p = self.gate(len(rest), c, g, chains, len(included)) if best is not None else 0.0
+                # with no executable chain there is nothing to add: the gate's answer could not matter;
+                # where the rubric's numbers decide, the code decides (a request would only restate them)
+                decided = None if self.cfg.gate_llm else rubric_decision(chains, c, g, len(rest))
+                if best is None:
+                    p = 0.0
+                elif decided is not None:
+                    p = 1.0 if decided else 0.0
+                else:
+                    p = self.gate(len(rest), c, g, chains, len(included))
                 accepted = p >= self.cfg.tau and best is not None
                 self.record["gate"].append({"remaining": len(rest), "complexity": round(c, 3), "g": g, "p": p,
-                                            "accepted": accepted})
+                                            "accepted": accepted, "asked": best is not None and decided is None})
                 gate_open = accepted
                 if accepted:
                     assert best is not None
@@ -493,7 +576,7 @@ class LLMTaskBuilder(TaskBuilder):
         touched = sorted({x for t in tools if t for x in _tables_of(t)} - set(inputs))
         if not inputs:
             inputs, touched = touched, []
-        rows = sample_rows(ex.world, inputs, per_table=4, max_chars=2400, spread=True)
+        rows = sample_rows(ex.world, inputs, per_table=4, max_chars=1100, spread=True)
         if touched:  # one row each: their formats and states, not ids to pass
             rows += "\n" + sample_rows(ex.world, touched, per_table=1)
         msgs = render("solver", title=self.title, tools="\n".join(tool_sig(t) for t in tools if t), rows=rows,
@@ -723,12 +806,17 @@ class _Exerciser:
         ok, _ = self._runs(tool, self.b.ctx.positive_args.get(name))
         if ok:
             return True
-        args = ArgSampler(self.world, self.b.rng).satisfying_args(tool, attempts=2)
+        known = self.b.ctx.positive_args.get(name)
+        sampler = ArgSampler(self.world, self.b.rng)
+        args = sampler.satisfying_args(tool, attempts=2, widen=True, hints=[known] if known else None)
         ok, error = self._runs(tool, args)
+        if args is None and sampler.refusal is not None:
+            error = f"{error}: {sampler.refusal.text(3)}"
         if ok:
             return True
-        # the free procedural clone first: the patch agent (a request) only when no clone makes the call run
-        return self.clone_patch(tool) or self.llm_patch(tool, args, error)
+        # free procedural patches first (the tool's own test fixture, re-keyed; a clone of a row): the
+        # patch agent (a request) only when neither makes the call run
+        return self.fixture_patch(tool) or self.clone_patch(tool) or self.llm_patch(tool, args, error)
 
     def _accept(self, rows: dict[str, list[dict[str, Any]]], tool: ToolSpec, args: dict[str, Any]) -> bool:
         trial = World.from_snapshot(self.spec, self.initial)
@@ -789,6 +877,107 @@ class _Exerciser:
             return True
         return False
 
+    def fixture_patch(self, tool: ToolSpec) -> bool:
+        """Procedural patch: the rows the tool's positive test ran on in Phase 1 (its test fixture), each
+        given the next free id of its table here, links and the positive arguments re-keyed to match.
+        Accepted only if the call then runs and the gold chain's changes stay as they were."""
+        record = fixtures_of(self.b.ctx).get(tool.name) or {}
+        fixture = record.get("rows") if isinstance(record, dict) else None
+        if not isinstance(fixture, dict) or not fixture:
+            return False
+        known = self.b.ctx.positive_args.get(tool.name)
+        # the test agent's positive cases name the fixture's own rows; the tester's arguments may name
+        # rows of the Phase 1 world, which the domain's final base need not hold in the same state
+        tries = [a for a in record.get("args") or [] if isinstance(a, dict)] + ([known] if isinstance(known, dict)
+                                                                              else [])
+        new_ids: dict[tuple[str, Any], Any] = {}
+        reserved: dict[str, set[str]] = {}
+        for t in table_order(self.spec):
+            table = self.spec.table(t)
+            for r in fixture.get(t) or []:
+                if table is None or not isinstance(r, dict) or r.get(table.primary_key) is None:
+                    continue
+                nid = next_id(self.world, t, reserved.setdefault(t, set()))
+                reserved[t].add(nid)
+                new_ids[(t, r[table.primary_key])] = nid
+        if not new_ids or not tries:
+            return False
+        rows: dict[str, list[dict[str, Any]]] = {t: [] for t, _ in new_ids}
+        for t in rows:
+            table = self.spec.table(t)
+            assert table is not None
+            for r in fixture.get(t) or []:
+                if not isinstance(r, dict) or r.get(table.primary_key) is None:
+                    continue
+                row = {**r, table.primary_key: new_ids[(t, r[table.primary_key])]}
+                for c in table.columns:
+                    if c.foreign_key and row.get(c.name) is not None:
+                        row[c.name] = new_ids.get((c.foreign_key.split(".")[0], row[c.name]), row[c.name])
+                rows[t].append(row)
+        for given in tries:
+            args = {}
+            for k, v in given.items():
+                p = tool.param(k)
+                target = self._id_table(p.column) if p is not None and p.column else None
+                args[k] = new_ids.get((target, v), v) if target else v
+            # the rows the call names and their parents first, then the fixture without the tables the
+            # gold chain writes (a row there would shift the id the chain creates), then all of it
+            created = {t for t, ks in self.gold_keys.items() if any(self.world.row(t, k) is None for k in ks)}
+            for subset in (self._named_rows(rows, tool, args), self._without(rows, created), rows):
+                if subset and self._accept(subset, tool, args):
+                    self.b.record["fixture_patches"] = self.b.record.get("fixture_patches", 0) + 1
+                    return True
+        return False
+
+    def _without(self, rows: dict[str, list[dict[str, Any]]], tables: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """``rows`` less those of ``tables`` and (transitively) the rows that link to a row left out."""
+        gone = {(t, r.get("id")) for t in tables for r in rows.get(t, [])}
+        out = {t: list(rs) for t, rs in rows.items() if t not in tables}
+        changed = True
+        while changed:
+            changed = False
+            for t, rs in out.items():
+                table = self.spec.table(t)
+                for r in list(rs):
+                    if table and any(c.foreign_key and (c.foreign_key.split(".")[0], r.get(c.name)) in gone
+                                     for c in table.columns):
+                        rs.remove(r)
+                        gone.add((t, r.get(table.primary_key)))
+                        changed = True
+        return {t: rs for t, rs in out.items() if rs}
+
+    def _named_rows(self, rows: dict[str, list[dict[str, Any]]], tool: ToolSpec,
+                    args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        """The rows of ``rows`` an argument names by id, with the rows they link to (transitively)."""
+        by_key = {(t, r.get(self.spec.table(t).primary_key)): r for t, rs in rows.items()  # type: ignore[union-attr]
+                  for r in rs}
+        todo = [(self._id_table(p.column), args.get(p.name)) for p in tool.parameters if p.column]
+        keep: dict[tuple[str, Any], dict[str, Any]] = {}
+        while todo:
+            t, k = todo.pop()
+            if (t, k) in keep or (t, k) not in by_key or t is None:
+                continue
+            row = keep[(t, k)] = by_key[(t, k)]
+            table = self.spec.table(t)
+            for c in table.columns if table else []:
+                if c.foreign_key and row.get(c.name) is not None:
+                    todo.append((c.foreign_key.split(".")[0], row[c.name]))
+        out: dict[str, list[dict[str, Any]]] = {}
+        for (t, _), r in keep.items():
+            out.setdefault(t, []).append(r)
+        return out
+
+    def _id_table(self, column: str) -> str | None:
+        """The table whose ids ``table.column`` holds: its own (the primary key) or a foreign key's target."""
+        t, _, c = column.partition(".")
+        table = self.spec.table(t)
+        col = table.column(c) if table else None
+        if table is None or col is None:
+            return None
+        if col.foreign_key:
+            return col.foreign_key.split(".")[0]
+        return t if c == table.primary_key else None
+
     def clone_patch(self, tool: ToolSpec) -> bool:
         """Procedural fallback: a fresh clone of a row of the tool's focus table."""
         focus = self.b.ctx.focus(tool)
@@ -813,7 +1002,9 @@ class _Exerciser:
             except ScaleEnvError:
                 trial.close()
                 continue
-            args = ArgSampler(trial, rng).satisfying_args(tool, attempts=2)
+            known = self.b.ctx.positive_args.get(tool.name)
+            args = ArgSampler(trial, rng).satisfying_args(tool, attempts=2, widen=True,
+                                                          hints=[known] if known else None)
             trial.close()
             if args is not None and self._accept({table.name: [clone]}, tool, args):
                 self.b.record["procedural_patches"] += 1
