@@ -184,3 +184,21 @@ def test_no_policy_rule_tells_the_agent_to_take_another_action_instead():
         for rule in bp.policy:
             text = rule["text"] if isinstance(rule, dict) else getattr(rule, "text", str(rule))
             assert not re.search(r"\b(instead|has to be|must be \w+ed first)\b", text), (name, text)
+
+
+def test_a_request_that_changes_a_record_and_then_cancels_it_is_wasted():
+    """travel_agency/00012: "pay $288.49 towards every confirmed trip booking ... switch each of them
+    ... please cancel each of them": no customer pays for what the same request cancels."""
+    from scaleenv.formats.task import Call
+    from scaleenv.synth.tasks.validity import wasted_requests
+
+    ctx = context("travel_agency")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    booking = world.conn.execute("SELECT id FROM trip_bookings WHERE status = 'confirmed' ORDER BY id").fetchone()[0]
+    world.close()
+    pay = Call(tool="pay_trip_booking", args={"booking_id": booking, "amount": 20.0}, purpose="goal")
+    cancel = Call(tool="cancel_trip_booking", args={"booking_id": booking}, purpose="goal")
+    assert wasted_requests(ctx.spec, ctx.base, [pay, cancel]) == [
+        f"pay_trip_booking on trip_bookings[{booking}].paid, then cancel_trip_booking ends it"]
+    assert wasted_requests(ctx.spec, ctx.base, [cancel]) == []
+    assert wasted_requests(ctx.spec, ctx.base, [pay]) == []

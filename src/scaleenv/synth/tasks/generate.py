@@ -68,6 +68,7 @@ from scaleenv.synth.tasks.validity import (
     same_answer,
     shows,
     unobservable_goals,
+    wasted_requests,
 )
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
 from scaleenv.tools.policy import broken_rules
@@ -697,6 +698,9 @@ class TaskBuilder:
             clash = contradicting_requests(self.spec, initial, self.chain, self.forbidden) if self.forbidden else []
             if clash:
                 raise TaskRejected(Reason.CONTRADICTORY_REQUESTS, clash[0])
+            waste = wasted_requests(self.spec, initial, self.chain)
+            if waste:
+                raise TaskRejected(Reason.WASTED_REQUEST, waste[0])
         with _stage("user_side"):
             task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
             check_language(task, self.spec.clock)

@@ -33,6 +33,8 @@ class Reason(StrEnum):
     EXPANSION_CHANGED_GOLD = "expansion_changed_gold"
     FOREIGN_ACTOR = "foreign_actor"
     """A write the user asks for in another person's name (an actor argument naming someone else)."""
+    WASTED_REQUEST = "wasted_request"
+    """A record changed and then ended by the same request (pay towards a booking, then cancel it)."""
     MISSING_TOOL = "missing_tool"
     """A tool the task must hold (the branch a conditional request did not take) did not join its tools."""
     NO_SELF_FINDER = "no_self_finder"

@@ -3,6 +3,7 @@ substance, which write goals change something that shows, which columns the rewa
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from scaleenv.errors import ToolError
@@ -206,6 +207,31 @@ def lookalikes(world: World, ctx: DomainContext, table: str, row: dict[str, Any]
 def clashes(a: Cell, b: Cell) -> bool:
     """Two changes to one record that cannot both stand: the same cell, or a record created or deleted."""
     return a[0] == b[0] and str(a[1]) == str(b[1]) and (a[2] == b[2] or "*" in (a[2], b[2]))
+
+
+_ENDING = re.compile(r"^(cancell?ed|withdrawn|closed|deleted|voided|terminated|retired|expired|declined|rejected|"
+                     r"discontinued|deactivated|revoked|abandoned)$")
+_STATE_COLUMN = re.compile(r"(^|_)(status|state)$")
+
+
+def wasted_requests(spec: DomainSpec, initial: bytes, chain: list[Call]) -> list[str]:
+    """Goals that a later goal of the same request undoes by ending their record: "pay $288.49
+    towards every confirmed booking ... switch each of them to tour TOUR-0017 ... please cancel
+    each of them" (the payment and the switch of a booking then cancelled), or a record created and
+    then cancelled. No customer asks for that; an earlier change of the record's state (put on hold,
+    then cancel) is a procedure, not a waste."""
+    effects, _ = goal_effects(spec, initial, chain)
+    out: list[str] = []
+    for j, (_, ender, cells) in enumerate(effects):
+        ended = {(t, k) for (t, k, c), v in cells.items()
+                 if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and _ENDING.match(v)}
+        for _, name, earlier in effects[:j]:
+            hit = next(((t, k, c) for (t, k, c), v in earlier.items()
+                        if (t, k) in ended and (c == "*" and v is True or c != "*" and not _STATE_COLUMN.search(c))),
+                       None)
+            if hit is not None:
+                out.append(f"{name} on {hit[0]}[{hit[1]}].{hit[2]}, then {ender} ends it")
+    return out
 
 
 def contradicting_requests(spec: DomainSpec, initial: bytes, chain: list[Call], forbidden: list[Call]) -> list[str]:
