@@ -156,6 +156,10 @@ def test_a_parenthesis_is_said_once_and_the_user_is_me_not_my_client():
         name = t.user_profile.persona.removeprefix("You are ").rstrip(".")
         for g in t.user_profile.goals:
             assert f"my client ({name}" not in g and "(s)" not in g, g
+    # a phrasing in the customer's voice that cannot be filled falls back to the others, not to the
+    # tool's description ("Book seats on an open tour departure for a client through an agent")
+    booked = [g for t in _tasks_of("travel_agency", 131, range(40)) for g in t.user_profile.goals if "seat" in g]
+    assert booked and not any("through an agent" in g for g in booked), booked
 
 
 def _tasks_of(name: str, seed: int, attempts: range) -> list:

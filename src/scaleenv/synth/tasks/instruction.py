@@ -311,7 +311,15 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
     phrasings = [p for p in phrasings if not _speaks_as_other(p, goal, me)]
     if me is not None and me in goal.refs.values():
         # a customer asks in their own voice where the blueprint has one ("I'm ready to train again")
-        phrasings = [p for p in phrasings if _CUSTOMER_VOICE.search(p)] or phrasings
+        voiced = [p for p in phrasings if _CUSTOMER_VOICE.search(p)]
+        if voiced:
+            # the other phrasings after them, before the tool's description ("for a client through an agent")
+            start = rng.randrange(len(voiced))
+            for i in range(len(voiced)):
+                text = _fill(voiced[(start + i) % len(voiced)], slots, spec, me)
+                if text is not None:
+                    return polish(text)
+            phrasings = [p for p in phrasings if p not in voiced]
     if phrasings:
         start = rng.randrange(len(phrasings))
         for i in range(len(phrasings)):
