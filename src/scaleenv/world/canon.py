@@ -2,10 +2,12 @@
 
 A row's canonical text is, by definition, :func:`row_text`: the JSON array of its values in column
 order (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``), each value in canonical form
-(:func:`canon_value`): integers, text and NULL as they are; a real ``x`` with ``|x| < 2**31`` that is a
-whole number of millionths, ``x == n / 1e6`` for ``n = trunc(x * 1e6 + 0.5)`` (``- 0.5`` below zero), as
-that integer ``n`` (prices, rates, ``1.0`` as ``1000000``: exact, and computed with IEEE operations that
-every platform rounds alike); any other real as the string of its ``repr``; a blob as ``{"blob": HEX}``.
+(:func:`canon_value`): integers, text and NULL as they are; a real ``x`` with ``|x| <= 2**31`` that is a
+whole number of millionths, ``x == n / 1e6`` for ``n = trunc(r + 0.5)`` where ``r = x * 1e6`` (``- 0.5``
+when ``r < 0``), as that integer ``n`` (prices, rates, ``1.0`` as ``1000000``: exact, and computed with
+IEEE operations that every platform rounds alike; for ``x`` the double nearest ``m / 1e6``, ``r`` is
+within 0.477 of ``m``, so ``n`` is ``m``); any other real as the string of its ``repr``; a blob as
+``{"blob": HEX}``.
 A value in a real column is taken as a real (SQLite's REAL affinity stores every number there as one).
 A row's digest is the XXH3-128 (seed 0) of that text, as an unsigned integer
 (``xxhash.xxh3_128_intdigest``); a table's digests combine as their sum modulo ``2**128 - 1`` (``world.py``).
@@ -71,7 +73,7 @@ millionths as its ``repr``."""
 DIGEST_MOD = (1 << 128) - 1
 """A table's row digests combine as their sum modulo this (see :func:`digest_sum`)."""
 
-_MICRO_LIMIT = 1 << 31  # below this, x * 1e6 is within 0.5 of the nearest millionth's count in a double
+_MICRO_LIMIT = 1 << 31  # up to this, x * 1e6 is within 0.5 of the whole count of millionths x rounds (see canon_value)
 _MICRO_LIMIT_SQL = "2147483648.0"
 _ROW_SEP = b"\x1e"  # never raw in json_array's text: JSON escapes every character below 0x20
 _ROW_SEP_SQL = "'\x1e'"  # a literal: char(30) would be called once per row
@@ -83,8 +85,9 @@ _DIGEST_BYTES = 16
 def canon_value(v: Any) -> Any:
     """A stored value in canonical form (see the module docstring)."""
     if isinstance(v, float):
-        if -_MICRO_LIMIT < v < _MICRO_LIMIT:
-            n = int(v * 1e6 + (-0.5 if v < 0 else 0.5))
+        if -_MICRO_LIMIT <= v <= _MICRO_LIMIT:
+            r = v * 1e6
+            n = int(r + (-0.5 if r < 0 else 0.5))
             if n / 1e6 == v:
                 return n
         return repr(v)
@@ -130,15 +133,17 @@ def register(conn: sqlite3.Connection) -> None:
 def _real_sql(col: str, nullable: bool = True) -> str:
     """A real column's value in canonical form, in SQL (the branches of :func:`canon_value`, in order).
 
-    A column declared NOT NULL skips the NULL test (a NULL there would still be written right, through
-    the Python function); the millionths' count is computed in both its test and its value (SQLite has
-    no common subexpressions), which still costs less than one ``printf`` of a real.
+    ``round(r)`` is SQLite's ``trunc(r + 0.5)`` (``- 0.5`` below zero) for ``|r| < 2**52``, the same IEEE
+    operations as the definition. A column declared NOT NULL skips the NULL test (a NULL there would
+    still be written right, through the Python function). The millionths' count is computed in both the
+    test and the value (SQLite has no common subexpressions); each reading of the column is a record
+    lookup, so the expression names it as few times as it can.
     """
     q = quote_ident(col)
-    n = f"CAST({q} * 1000000.0 + iif({q} < 0, -0.5, 0.5) AS INTEGER)"
+    r = f"round({q} * 1000000.0)"
     null = f"WHEN {q} IS NULL THEN NULL " if nullable else ""
-    return (f"CASE {null}WHEN {q} > -{_MICRO_LIMIT_SQL} AND {q} < {_MICRO_LIMIT_SQL} AND {n} / 1000000.0 = {q} "
-            f"THEN {n} ELSE {REAL_FUNCTION}({q}) END")
+    return (f"CASE {null}WHEN {q} BETWEEN -{_MICRO_LIMIT_SQL} AND {_MICRO_LIMIT_SQL} AND {r} / 1000000.0 = {q} "
+            f"THEN CAST({r} AS INTEGER) ELSE {REAL_FUNCTION}({q}) END")
 
 
 class TableCodec:
@@ -305,7 +310,7 @@ _PROBE_VALUES: tuple[Any, ...] = (
 _PROBE_REALS: tuple[Any, ...] = (  # in a REAL column, through the canonical-real expression
     None, 7, -3, 1.0, -0.0, 2.5, 0.1 + 0.2, 1e300, -1e-300, float("inf"), float("-inf"), 9007199254740992.0,
     -9007199254740991.0, 12.99, 0.29, -12.345678, 0.000001, 0.0000005, -1e-7, 2147483647.999999, 2147483648.5,
-    -2147483647.5, 4294967295.999999, 1234.5678901,
+    -2147483647.5, 2147483648.0, -2147483648.0, 2147483648.000001, 4294967295.999999, 1234.5678901,
 )
 _matches: bool | None = None
 _matches_lock = threading.Lock()
