@@ -291,3 +291,21 @@ def test_a_scan_keeps_the_definitions_digests_and_their_sum() -> None:
         assert scan.total == sum(ref.values()) % DIGEST_MOD and len(scan) == len(ref)  # type: ignore[attr-defined]
         assert dict(scan) == ref
     w.close()
+
+
+def test_a_full_scan_leaves_the_guards_deadline_in_force() -> None:
+    """The scans run without the progress handler; it is back as soon as they end, so a statement past
+    the world's deadline is still interrupted."""
+    import sqlite3
+    import time
+
+    _, snap = base_world()
+    clear_hash_cache()
+    w = World.from_snapshot(PROP_SPEC, snap)
+    w.clear_changes()
+    w.state_hash()  # a full scan
+    w.deadline = time.monotonic() - 1
+    with pytest.raises(sqlite3.OperationalError, match="interrupt"):
+        w.conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+                       "SELECT count(*) FROM (SELECT i FROM n LIMIT 10000000)").fetchone()
+    w.close()
