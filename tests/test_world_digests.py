@@ -34,13 +34,11 @@ def full_hash(world: World) -> str:
 def canonical(v: Any) -> Any:
     """The canonical form of a value, written out plainly (``world/canon.py``'s definition)."""
     if isinstance(v, float):
-        if v.is_integer() and abs(v) < 2**53:
-            return int(v)
-        if abs(v) < 2**32:
-            t = int(v * 10**6)
-            for n in (t, t + (1 if v > 0 else -1)):
-                if n / 10**6 == v:  # int / int: the correctly rounded quotient, as IEEE's float(n) / 1e6
-                    return f"{n}e-6"
+        if abs(v) <= 2**31:
+            r = v * 1e6
+            n = int(r + (-0.5 if r < 0 else 0.5))  # the nearest whole number of millionths
+            if n / 10**6 == v:  # int / int: the correctly rounded quotient, as IEEE's float(n) / 1e6
+                return n
         return repr(v)
     return v
 
@@ -139,7 +137,8 @@ def test_a_snapshot_with_pending_changes_is_not_registered(monkeypatch) -> None:
 
 money = st.builds(lambda cents, scale: cents / scale, st.integers(-10**9, 10**9), st.sampled_from([1, 10, 100, 10**4, 10**6]))
 any_real = st.one_of(reals, money, st.floats(-2.0**33, 2.0**33, allow_nan=False), st.sampled_from(
-    [2.0**53, -(2.0**53) + 1, 2.0**32 - 1e-6, 2.0**32 + 0.5, 1e-7, -1e-300, 0.1 + 0.2, -0.0]))
+    [2.0**53, -(2.0**53) + 1, 2.0**32 - 1e-6, 2.0**32 + 0.5, 2.0**31 - 1e-6, 2.0**31, -(2.0**31), 2.0**31 + 1e-6, -(2.0**31) + 0.5, 1e-7, 5e-7,
+     0.29, -1e-300, 0.1 + 0.2, -0.0]))
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -181,15 +180,16 @@ def test_the_encoding_is_pinned() -> None:
     a new ``HASH_VERSION``."""
     from scaleenv.world.canon import HASH_VERSION, row_digest, row_text
 
-    assert HASH_VERSION == 3
+    assert HASH_VERSION == 4
     assert row_digest(b'[1,"a",null]') == 86162055766444874481767597836820432505  # XXH3-128, seed 0
-    assert row_text([1, "a\n\"é", None, 2.0, 12.99, 0.1 + 0.2, 1e20, b"\x00\xff"]) == (
-        '[1,"a\\n\\"é",null,2,"12990000e-6","0.30000000000000004","1e+20",{"blob":"00ff"}]').encode()
+    assert row_text([1, "a\n\"é", None, 2.0, 12.99, -0.29, 0.1 + 0.2, 1e20, 2.0**31, 2.0**31 + 0.5, b"\x00\xff"]) == (
+        '[1,"a\\n\\"é",null,2000000,12990000,-290000,"0.30000000000000004","1e+20",2147483648000000,'
+        '"2147483648.5",{"blob":"00ff"}]').encode()
     _, snap = base_world()
     assert full_hash(World.from_snapshot(PROP_SPEC, snap)) == PINNED_HASH
 
 
-PINNED_HASH = "a30c1c6601d0921797d7e31a6e80d589"  # base_world() under HASH_VERSION 3 (2: 7bd9e52f...)
+PINNED_HASH = "cffabef154b1e16058908a3c508ff41e"  # base_world() under HASH_VERSION 4 (3: a30c1c66..., 2: 7bd9e52f...)
 
 
 WIDE_SPEC = DomainSpec.model_validate({"name": "wide", "tables": [
@@ -212,7 +212,7 @@ def test_tables_off_the_fast_path_hash_exactly() -> None:
     w.close()
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_a_universe_of_an_old_encoding_is_refused_in_one_line(tmp_path, version: int) -> None:
     from scaleenv.errors import UniverseError
     from scaleenv.universe import Universe
@@ -264,4 +264,48 @@ def test_a_full_scan_builds_its_key_map_only_when_a_row_is_looked_up() -> None:
     assert w.state_hash() != first and items._map is not None
     assert dict(items) == reference_digests(World.from_snapshot(PROP_SPEC, snap), "items")
     assert w.state_hash() == full_hash(w)
+    w.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(digests=st.lists(st.one_of(st.integers(0, 2**128 - 1), st.sampled_from([0, 1, 2**128 - 1, 2**128 - 2])),
+                        max_size=300))
+def test_a_scans_joined_digests_sum_as_their_integers(digests: list[int]) -> None:
+    """``digest_sum`` reads the joined 16-byte digests as one integer and folds it: the same as adding the
+    digests one by one modulo 2**128 - 1 (the fold is exact past every power-of-two length)."""
+    from scaleenv.world.canon import DIGEST_MOD, digest_sum
+
+    joined = b"".join(d.to_bytes(16, "big") for d in digests)
+    assert digest_sum(joined) == sum(digests) % DIGEST_MOD
+
+
+def test_a_scan_keeps_the_definitions_digests_and_their_sum() -> None:
+    """A full scan's sum and its lazily built map hold the definition's digests (16-byte forms read back)."""
+    from scaleenv.world.canon import DIGEST_MOD, scan_digests
+
+    w, snap = base_world()
+    w = World.from_snapshot(PROP_SPEC, snap)
+    for t in ("items", "tags"):
+        ref = reference_digests(w, t)
+        scan = scan_digests(w.conn, w._codecs[t])
+        assert scan.total == sum(ref.values()) % DIGEST_MOD and len(scan) == len(ref)  # type: ignore[attr-defined]
+        assert dict(scan) == ref
+    w.close()
+
+
+def test_a_full_scan_leaves_the_guards_deadline_in_force() -> None:
+    """The scans run without the progress handler; it is back as soon as they end, so a statement past
+    the world's deadline is still interrupted."""
+    import sqlite3
+    import time
+
+    _, snap = base_world()
+    clear_hash_cache()
+    w = World.from_snapshot(PROP_SPEC, snap)
+    w.clear_changes()
+    w.state_hash()  # a full scan
+    w.deadline = time.monotonic() - 1
+    with pytest.raises(sqlite3.OperationalError, match="interrupt"):
+        w.conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+                       "SELECT count(*) FROM (SELECT i FROM n LIMIT 10000000)").fetchone()
     w.close()

@@ -2,12 +2,22 @@
 
 A row's canonical text is, by definition, :func:`row_text`: the JSON array of its values in column
 order (``json.dumps(..., ensure_ascii=False, separators=(",", ":"))``), each value in canonical form
-(:func:`canon_value`): integers, text and NULL as they are; a real that is integral (below 2**53) as that
-integer (``1.0 == 1``); a real ``x`` equal to ``n / 1e6`` for ``n = trunc(x * 1e6)`` (or the integer one
-further from zero), with ``|x| < 2**32``, as the string ``"<n>e-6"`` (prices, rates: exact, and computed
-with IEEE operations that every platform rounds alike); any other real as the string of its ``repr``;
-a blob as ``{"blob": HEX}``. A row's digest is the XXH3-128 (seed 0) of that text, as an unsigned
-integer (``xxhash.xxh3_128_intdigest``).
+(:func:`canon_value`): integers, text and NULL as they are; a real ``x`` with ``|x| <= 2**31`` that is a
+whole number of millionths, ``x == n / 1e6`` for ``n = trunc(r + 0.5)`` where ``r = x * 1e6`` (``- 0.5``
+when ``r < 0``), as that integer ``n`` (prices, rates, ``1.0`` as ``1000000``: exact, and computed with
+IEEE operations that every platform rounds alike; for ``x`` the double nearest ``m / 1e6``, ``r`` is
+within 0.477 of ``m``, so ``n`` is ``m``); any other real as the string of its ``repr``; a blob as
+``{"blob": HEX}``.
+A value in a real column is taken as a real (SQLite's REAL affinity stores every number there as one).
+A row's digest is the XXH3-128 (seed 0) of that text, as an unsigned integer
+(``xxhash.xxh3_128_intdigest``); a table's digests combine as their sum modulo ``2**128 - 1`` (``world.py``).
+
+Why no two different rows of a table give the same text: the schema fixes each column's type (its CHECK
+constraints and affinity), so each position of the array holds one kind of value. JSON writes every string
+escaped and quoted, so the array parses back to exactly its values. In a real column the text is NULL, a
+JSON integer or a JSON string: a JSON integer ``n`` is written only when ``n / 1e6`` (one correctly
+rounded division) is the real, so ``n`` determines the real; a string is ``repr``, which round-trips.
+Two rows with the same text therefore hold the same values.
 
 Why a non-cryptographic digest is enough: no reward reads the state hash. An episode is scored by
 comparing the touched rows themselves with the task's expected world (``World.diff``), so an agent
@@ -18,14 +28,22 @@ with probability about n**2 / 2**128. XXH3 returns that integer from C directly,
 cost of BLAKE2b-128 plus ``int.from_bytes`` per row (measured: 1.1 ms against 18 ms for 7,412 rows).
 
 Computing that text row by row in Python costs most of a full scan, so :func:`table_digests` has SQLite
-build it instead: one ``json_array`` per row (only non-integral reals call back into Python, for their
-``repr``) and one aggregate per table that returns every row's text in a single value, split here and
-hashed in one ``map``. Only real columns get the canonical-real expression: the schema's CHECK constraints
-keep reals out of every other column. SQLite's ``json_array`` writes integers, NULL and text exactly as
-``json.dumps`` does; :func:`sqlite_matches_definition` checks that on probe values once per process, and where it does
-not hold (another SQLite) or a table's values cannot take the fast path (a blob, a real primary key, a
-table wider than the guard's function-argument limit), the rows are encoded in Python by the definition.
-Both paths give the same bytes, so hashes agree across machines, executors and runs.
+build it instead: one ``json_array`` per row (only reals that are no whole number of millionths call back
+into Python, for their ``repr``) and one aggregate per table that returns every row's text in a single
+value, split here (the separator, 0x1E, is never raw in JSON text) and hashed in one ``map``. A full scan
+adds the digests up without making an integer of each: the digests' bytes, joined, are one big integer
+whose value modulo ``2**128 - 1`` is their sum (``2**128`` is 1 modulo ``2**128 - 1``). Only real columns get the
+canonical-real expression: the schema's CHECK constraints keep reals out of every other column. SQLite's
+``json_array`` writes integers, NULL and text exactly as ``json.dumps`` does; :func:`sqlite_matches_definition`
+checks that on probe values once per process, and where it does not hold (another SQLite) or a table's
+values cannot take the fast path (a blob, a real primary key, a table wider than the guard's
+function-argument limit), the rows are encoded in Python by the definition. Both paths give the same
+bytes, so hashes agree across machines, executors and runs.
+
+Where the time of a cold full scan goes (``benchmarks/retail_world.py``, 8,828 rows, 2-core machine):
+SQLite reading every value and writing the JSON text is most of it; in encoding 3 a real cost about
+twice an integer (SQLite formats it with ``printf``, and the ``"<n>e-6"`` string was one more
+concatenation), and ``char(30)`` as the separator was evaluated once per row.
 """
 
 from __future__ import annotations
@@ -36,39 +54,42 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from xxhash import xxh3_128_intdigest
+from xxhash import xxh3_128_digest, xxh3_128_intdigest
 
 from scaleenv.formats.domain import Table
 from scaleenv.world.ddl import CHANGES_TABLE, quote_ident
 
-HASH_VERSION = 3
+HASH_VERSION = 4
 """Version of the row encoding and of the way row digests combine into a state hash. Version 1 was the
 BLAKE2b-128 of ``repr`` of the row tuple; 2 the BLAKE2b-128 of this module's JSON text; 3 the XXH3-128
-of that text. Recorded task hashes are of one version: a universe built with another one is refused on
-load (rebuild it)."""
+of that text, with reals as ``"<n>e-6"`` strings, summed modulo ``2**128``; 4 writes a real that is a
+whole number of millionths as that integer and sums modulo ``2**128 - 1``. Recorded task hashes are of
+one version: a universe built with another one is refused on load (rebuild it)."""
 
 REAL_FUNCTION = "_scaleenv_canon_real"
-"""The SQL function (registered on world connections) that writes a non-integral real as its ``repr``."""
+"""The SQL function (registered on world connections) that writes a real that is no whole number of
+millionths as its ``repr``."""
 
-_INT_LIMIT = 1 << 53  # every integral double below this is exactly an int64 and back
-_INT_LIMIT_SQL = "9007199254740992.0"
-_MICRO_LIMIT = 1 << 32  # below this, x * 1e6 and its truncation are exact integers in a double
-_MICRO_LIMIT_SQL = "4294967296.0"
+DIGEST_MOD = (1 << 128) - 1
+"""A table's row digests combine as their sum modulo this (see :func:`digest_sum`)."""
+
+_MICRO_LIMIT = 1 << 31  # up to this, x * 1e6 is within 0.5 of the whole count of millionths x rounds (see canon_value)
+_MICRO_LIMIT_SQL = "2147483648.0"
 _ROW_SEP = b"\x1e"  # never raw in json_array's text: JSON escapes every character below 0x20
+_ROW_SEP_SQL = "'\x1e'"  # a literal: char(30) would be called once per row
 _MAX_ARGS = 64  # the guard's SQLITE_LIMIT_FUNCTION_ARG: wider tables take the Python path
 _SCAN_LENGTH = 1_000_000_000  # the value-length limit while a table's text is aggregated (SQLite's maximum)
+_DIGEST_BYTES = 16
 
 
 def canon_value(v: Any) -> Any:
     """A stored value in canonical form (see the module docstring)."""
     if isinstance(v, float):
-        if v.is_integer() and -_INT_LIMIT < v < _INT_LIMIT:
-            return int(v)
-        if -_MICRO_LIMIT < v < _MICRO_LIMIT:
-            t = int(v * 1e6)
-            for n in (t, t + 1 if v > 0 else t - 1):
-                if n / 1e6 == v:
-                    return f"{n}e-6"
+        if -_MICRO_LIMIT <= v <= _MICRO_LIMIT:
+            r = v * 1e6
+            n = int(r + (-0.5 if r < 0 else 0.5))
+            if n / 1e6 == v:
+                return n
         return repr(v)
     if isinstance(v, bytes | bytearray | memoryview):
         return {"blob": bytes(v).hex()}
@@ -85,8 +106,22 @@ def row_digest(text: bytes) -> int:
     return xxh3_128_intdigest(text)
 
 
+def digest_sum(joined: bytes) -> int:
+    """The sum modulo :data:`DIGEST_MOD` of the digests whose 16-byte big-endian forms ``joined`` holds end to end.
+
+    Read as one integer, ``joined`` is the sum of ``d_i * 2**(128 * k_i)``; as ``2**128`` is 1 modulo
+    ``2**128 - 1``, that is the digests' sum modulo it. Halves are folded (``2**128 - 1`` divides
+    ``2**(128 k) - 1``), so the reduction costs a few passes over the bytes, not a long division.
+    """
+    x = int.from_bytes(joined, "big")
+    while x.bit_length() > 256:
+        k = (x.bit_length() + 255) // 256 * 128  # about half the bits, a multiple of 128
+        x = (x >> k) + (x & ((1 << k) - 1))
+    return x % DIGEST_MOD
+
+
 def _real_repr(v: Any) -> Any:
-    return repr(v) if isinstance(v, float) else v
+    return repr(float(v)) if type(v) in (int, float) else v
 
 
 def register(conn: sqlite3.Connection) -> None:
@@ -95,40 +130,57 @@ def register(conn: sqlite3.Connection) -> None:
     conn.create_function(REAL_FUNCTION, 1, _real_repr, deterministic=True)
 
 
-def _real_sql(col: str) -> str:
-    """A real column's value in canonical form, in SQL (the branches of :func:`canon_value`, in order)."""
+def _real_sql(col: str, nullable: bool = True) -> str:
+    """A real column's value in canonical form, in SQL (the branches of :func:`canon_value`, in order).
+
+    ``round(r)`` is SQLite's ``trunc(r + 0.5)`` (``- 0.5`` below zero) for ``|r| < 2**52``, the same IEEE
+    operations as the definition. A column declared NOT NULL skips the NULL test (a NULL there would
+    still be written right, through the Python function). The millionths' count is computed in both the
+    test and the value (SQLite has no common subexpressions); each reading of the column is a record
+    lookup, so the expression names it as few times as it can.
+    """
     q = quote_ident(col)
-    n = f"CAST({q} * 1000000.0 AS INTEGER)"
-    n2 = f"({n} + iif({q} > 0, 1, -1))"
-    small = f"abs({q}) < {_MICRO_LIMIT_SQL}"
-    return (f"CASE WHEN typeof({q}) = 'real' THEN CASE "
-            f"WHEN {q} = CAST({q} AS INTEGER) AND abs({q}) < {_INT_LIMIT_SQL} THEN CAST({q} AS INTEGER) "
-            f"WHEN {small} AND {n} / 1000000.0 = {q} THEN {n} || 'e-6' "
-            f"WHEN {small} AND {n2} / 1000000.0 = {q} THEN {n2} || 'e-6' "
-            f"ELSE {REAL_FUNCTION}({q}) END ELSE {q} END")
+    r = f"round({q} * 1000000.0)"
+    null = f"WHEN {q} IS NULL THEN NULL " if nullable else ""
+    return (f"CASE {null}WHEN {q} BETWEEN -{_MICRO_LIMIT_SQL} AND {_MICRO_LIMIT_SQL} AND {r} / 1000000.0 = {q} "
+            f"THEN CAST({r} AS INTEGER) ELSE {REAL_FUNCTION}({q}) END")
 
 
 class TableCodec:
     """The SQL of one table's canonical rows: every row at once, or the rows with given keys."""
 
-    __slots__ = ("changed_sql", "fast", "name", "pk", "pk_sql", "raw_select", "row_sql", "scan_sql")
+    __slots__ = ("changed_sql", "fast", "name", "pk", "pk_sql", "raw_select", "reals", "row_sql", "scan_sql")
 
     def __init__(self, table: Table):
         self.name = table.name
         names = [c.name for c in table.columns]
         self.pk = names.index(table.primary_key) if table.primary_key in names else 0
+        self.reals = tuple(i for i, c in enumerate(table.columns) if c.type == "real")
         pk_col = table.column(table.primary_key)
         # json_group_array would round a real key to 15 digits: such tables take the exact Python path
         self.fast = len(names) <= _MAX_ARGS and (pk_col is None or pk_col.type != "real")
         t, pk = quote_ident(table.name), quote_ident(names[self.pk])
         self.pk_sql = pk
-        row = f"json_array({', '.join(_real_sql(c.name) if c.type == 'real' else quote_ident(c.name) for c in table.columns)})"
-        self.scan_sql = f"SELECT json_group_array({pk}), CAST(group_concat({row}, char(30)) AS BLOB) FROM {t}"
+        cols = (_real_sql(c.name, c.nullable and c.name != table.primary_key) if c.type == "real" else quote_ident(c.name)
+                for c in table.columns)
+        row = f"json_array({', '.join(cols)})"
+        self.scan_sql = (f"SELECT json_group_array({pk}), CAST(group_concat({row}, {_ROW_SEP_SQL}) AS BLOB) "
+                         f"FROM {t}")
         self.row_sql = f"SELECT {pk}, CAST({row} AS BLOB) FROM {t}"
         # The rows the change log names: one statement per table, no key list to bind or pad.
         self.changed_sql = (f"{self.row_sql} WHERE {pk} IN (SELECT pk FROM {CHANGES_TABLE} WHERE tbl = "
                             f"'{table.name.replace(chr(39), chr(39) * 2)}')")
         self.raw_select = f"SELECT {', '.join(map(quote_ident, names))} FROM {t}"
+
+    def canon_row(self, row: Sequence[Any]) -> bytes:
+        """The canonical text of a fetched row (a number in a real column taken as a real)."""
+        if self.reals:
+            row = list(row)
+            for i in self.reals:
+                v = row[i]
+                if type(v) is int:
+                    row[i] = float(v)
+        return row_text(row)
 
 
 def table_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None = None) -> dict[Any, int]:
@@ -158,7 +210,7 @@ def _scan(conn: sqlite3.Connection, codec: TableCodec) -> ScanDigests | None:
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old)
     if texts is None:
         return None
-    return ScanDigests(pks, list(map(xxh3_128_intdigest, texts.split(_ROW_SEP))))
+    return ScanDigests(pks, b"".join(map(xxh3_128_digest, texts.split(_ROW_SEP))))
 
 
 def changed_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any]) -> dict[Any, int]:
@@ -174,21 +226,26 @@ def changed_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[
 
 class ScanDigests(Mapping[Any, int]):
     """A full scan's ``{pk: digest}``: the row count and the digests' sum at once, the map itself only when
-    first read (an incremental update looks rows up by key; a first hash needs only the sum). Read-only."""
+    first read (an incremental update looks rows up by key; a first hash needs only the sum). Read-only.
+
+    The digests stay as their joined 16-byte forms until then: a first hash makes no integer per row.
+    """
 
     __slots__ = ("_digests", "_map", "_pks", "count", "total")
 
-    def __init__(self, pks: str | bytes, digests: list[int]):
+    def __init__(self, pks: str | bytes, digests: bytes):
         self._pks, self._digests = pks, digests
         self._map: dict[Any, int] | None = None
-        self.count = len(digests)
-        self.total = sum(digests)
+        self.count = len(digests) // _DIGEST_BYTES
+        self.total = digest_sum(digests)
 
     def mapping(self) -> dict[Any, int]:
         """The digests by key (built once; two threads building it at once build equal maps)."""
         m = self._map
         if m is None:
-            m = dict(zip(json.loads(self._pks), self._digests, strict=True))
+            d = self._digests
+            ints = (int.from_bytes(d[i : i + _DIGEST_BYTES], "big") for i in range(0, len(d), _DIGEST_BYTES))
+            m = dict(zip(json.loads(self._pks), ints, strict=True))
             self._map = m
         return m
 
@@ -219,7 +276,7 @@ def scan_digests(conn: sqlite3.Connection, codec: TableCodec) -> Mapping[Any, in
 def _slow(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None) -> dict[Any, int]:
     i = codec.pk
     rows = conn.execute(codec.raw_select) if keys is None else _by_keys(conn, codec, codec.raw_select, keys)
-    return {r[i]: row_digest(row_text(r)) for r in rows}
+    return {r[i]: row_digest(codec.canon_row(r)) for r in rows}
 
 
 def _by_keys(conn: sqlite3.Connection, codec: TableCodec, sql: str, keys: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -247,10 +304,13 @@ def select_by_keys(conn: sqlite3.Connection, sql: str, pk_sql: str, keys: Sequen
 
 
 _PROBE_VALUES: tuple[Any, ...] = (
-    "".join(map(chr, range(0x80))) + "é€😀\u2028\u2029\ufeff\\\"/",
-    "", 0, -1, 9223372036854775807, -9223372036854775808, None, 1.0, -0.0, 2.5, 0.1 + 0.2, 1e300, -1e-300,
-    float("inf"), float("-inf"), 9007199254740992.0, -9007199254740991.0, 12.99, -12.345678, 0.000001, -1e-7,
-    4294967295.999999, 4294967296.5, 1234.5678901,
+    "".join(map(chr, range(0x80))) + "é€😀\u2028\u2029\ufeff\\\"/", "", 0, -1, 9223372036854775807,
+    -9223372036854775808, None,
+)
+_PROBE_REALS: tuple[Any, ...] = (  # in a REAL column, through the canonical-real expression
+    None, 7, -3, 1.0, -0.0, 2.5, 0.1 + 0.2, 1e300, -1e-300, float("inf"), float("-inf"), 9007199254740992.0,
+    -9007199254740991.0, 12.99, 0.29, -12.345678, 0.000001, 0.0000005, -1e-7, 2147483647.999999, 2147483648.5,
+    -2147483647.5, 2147483648.0, -2147483648.0, 2147483648.000001, 4294967295.999999, 1234.5678901,
 )
 _matches: bool | None = None
 _matches_lock = threading.Lock()
@@ -265,12 +325,16 @@ def sqlite_matches_definition() -> bool:
                 conn = sqlite3.connect(":memory:")
                 try:
                     register(conn)
-                    cols = [f"c{i}" for i in range(len(_PROBE_VALUES))]
-                    conn.execute(f"CREATE TABLE p ({', '.join(cols)})")
-                    conn.execute(f"INSERT INTO p VALUES ({', '.join('?' * len(cols))})", _PROBE_VALUES)
-                    got = conn.execute(f"SELECT CAST(json_array({', '.join(map(_real_sql, cols))}) AS BLOB) FROM p"
+                    plain = [f"c{i}" for i in range(len(_PROBE_VALUES))]
+                    reals = [f"r{i}" for i in range(len(_PROBE_REALS))]
+                    conn.execute(f"CREATE TABLE p ({', '.join([*plain, *(f'{r} REAL' for r in reals)])})")
+                    conn.execute(f"INSERT INTO p VALUES ({', '.join('?' * (len(plain) + len(reals)))})",
+                                 (*_PROBE_VALUES, *_PROBE_REALS))
+                    row = ", ".join([*plain, *map(_real_sql, reals)])
+                    got = conn.execute(f"SELECT CAST(group_concat(json_array({row}), {_ROW_SEP_SQL}) AS BLOB) FROM p"
                                        ).fetchone()[0]
-                    _matches = got == row_text(_PROBE_VALUES)
+                    want = (*_PROBE_VALUES, *(None if v is None else float(v) for v in _PROBE_REALS))
+                    _matches = got == row_text(want)
                 except sqlite3.Error:
                     _matches = False
                 finally:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from scaleenv.errors import WorldError
 from scaleenv.formats.domain import DomainSpec, Table
 from scaleenv.world.canon import (
+    DIGEST_MOD,
     HASH_VERSION,
     ScanDigests,
     TableCodec,
@@ -68,7 +69,7 @@ class RowChange:
 # --- canonical hashing ----------------------------------------------------------------------
 #
 # The state hash is a multiset hash: every row gets a 128-bit digest of its canonical text, and a
-# table's hash is the sum of its rows' digests modulo 2**128 (plus the row count). A sum does not
+# table's hash is the sum of its rows' digests modulo 2**128 - 1 (plus the row count). A sum does not
 # depend on the order rows were inserted in, and it can be updated in O(changed rows): subtract the
 # digests the touched rows had in a known base state and add the digests they have now. The change
 # log (``_changes``, filled by triggers) says which rows were touched since that base.
@@ -77,12 +78,12 @@ class RowChange:
 # computed once and shared by every world restored from the same ``bytes`` object (a small LRU
 # cache), so a hash after a few tool calls costs microseconds, not a full scan.
 
-_MOD = 1 << 128
+_MOD = DIGEST_MOD  # canon.digest_sum reduces a full scan's digests by the same modulus
 _PERSON = f"scaleenv-state{HASH_VERSION}".encode()  # the encoding's version is part of every state hash
 
 
 def _sum(rows: Mapping[Any, int | None]) -> int:
-    """The sum of a table's row digests, mod 2**128 (a scan's is known; a plain dict of one holds no None)."""
+    """The sum of a table's row digests, mod 2**128 - 1 (a scan's is known; a plain dict of one holds no None)."""
     if type(rows) is ScanDigests:
         return rows.total % _MOD
     if type(rows) is dict:
@@ -658,10 +659,19 @@ class World:
         return None
 
     def _compute_base(self) -> _HashBase:
-        return _HashBase({t: scan_digests(self.conn, self._codecs[t]) for t in self._order})
+        conn = self.conn
+        if not isinstance(conn, GuardedConnection):
+            return _HashBase({t: scan_digests(conn, self._codecs[t]) for t in self._order})
+        # The scans are the world's own SQL, one pass over each table: the guard's progress handler (a
+        # Python call every PROGRESS_STEPS VM steps, about 2.5 % of a cold hash) is off while they run.
+        conn.set_progress_handler(None, 0)
+        try:
+            return _HashBase({t: scan_digests(conn, self._codecs[t]) for t in self._order})
+        finally:
+            conn.set_progress_handler(conn.progress, PROGRESS_STEPS)
 
     def _digests(self, table: str, keys: list[Any] | None = None) -> dict[Any, int]:
-        """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): the BLAKE2b-128
+        """``{pk: digest}`` for every row of ``table`` (or only the rows with those keys): the XXH3-128
         of the row's canonical text (``world/canon.py``)."""
         return table_digests(self.conn, self._codecs[table], keys)
 
