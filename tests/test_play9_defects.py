@@ -206,3 +206,17 @@ def test_a_request_that_changes_a_record_and_then_cancels_it_is_wasted():
         f"pay_trip_booking on trip_bookings[{booking}].paid, then cancel_trip_booking ends it"]
     assert wasted_requests(ctx.spec, ctx.base, [cancel]) == []
     assert wasted_requests(ctx.spec, ctx.base, [pay]) == []
+
+
+def test_the_user_never_calls_itself_my_player_or_the_guest_list_of_me():
+    """football/00000: "retire my player (Jesse Craig, ...)", said by Jesse Craig; wedding_planning:
+    "the guest list of me (Laura Reeves, ...)"."""
+    import re
+
+    goals = [(t.user_profile.persona, g) for name in ("football", "wedding_planning")
+             for t in _tasks_of(name, 0, range(30)) for g in t.user_profile.goals]
+    assert goals
+    for persona, g in goals:
+        name = persona.removeprefix("You are ").rstrip(".")
+        assert not re.search(rf"\bmy (player|couple|guest) \({re.escape(name)}", g), g
+        assert " of me " not in g and " of me (" not in g, g

@@ -205,7 +205,11 @@ def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: 
             out[-1] = re.sub(r"\b(?:(?:my|the|our|your)\s+)?" + re.escape(noun) + r"\s*$", "", out[-1])
             if out[-1].rstrip().endswith("("):  # "(customer {customer_id})": "(Jesse Ryan, email ...)"
                 return mine
-            if noun.lower() in _ROLE_NOUNS and _PREPOSITION_END.search(out[-1]):
+            owned = _OF_END.search(out[-1])
+            if noun.lower() in _ROLE_NOUNS and owned:  # "the guest list of couple {couple_id}": my guest list
+                out[-1] = out[-1][: owned.start()] + f"my {owned.group(1)} "
+                return f"({mine})"
+            if noun.lower() in _ROLE_NOUNS and (_PREPOSITION_END.search(out[-1]) or _VERB_END.search(out[-1])):
                 return f"me ({mine})"  # "reserve a room for client {client_id}": for me, not "for my client"
             return f"my {noun.lower()} ({mine})"
         if prev and prev.group(1).lower() in ("my", "the", "our", "account"):
@@ -227,7 +231,9 @@ _ROLE_NOUNS = frozenset({"client", "customer", "patient", "member", "passenger",
                          "candidate", "user", "couple", "traveler", "traveller", "subscriber", "applicant", "buyer",
                          "seller", "renter", "tenant", "driver", "shopper", "diner", "learner", "patron", "resident"})
 """Nouns that name a person by the role they play: the user is not "my client" but "me"."""
-_PREPOSITION_END = re.compile(r"\b(for|to|from|with|of|by|behalf of)\s*$", re.IGNORECASE)
+_OF_END = re.compile(r"\bthe ((?:[a-z]+ ){0,2}[a-z]+) of\s*$")
+_VERB_END = re.compile(r"[a-z]\s*$")  # after a verb mid-sentence ("retire player {player_id}"): "retire me (...)"
+_PREPOSITION_END = re.compile(r"\b(for|to|from|with|by|behalf of)\s*$", re.IGNORECASE)
 
 
 def said_once(sentences: list[str]) -> list[str]:
