@@ -17,6 +17,8 @@ Checks per task (each failure is one defect of the named class):
                              or phone, but the task's tools or the user's profile lack it (tasks.identity)
     contradictory_requests   a refused request would change a cell an allowed goal changes, from the same
                              state: two moves for one record ("resume it ... cancel it")
+    wasted_request           a goal changes a record that a later goal of the same request ends (pay
+                             towards a booking, then cancel it)
     zero_answers             (universe) more than 5% of the answer tasks have a zero or empty answer
 
 Further checks plug in through :data:`TASK_HOOKS` (``(task, context) -> [(class, detail)]``),
@@ -261,7 +263,7 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Episode, seed: int, res: Audit
             res.add("missing_tool", tid, name)
     # the user's own record: findable by what the user knows; requests that do not contradict
     from scaleenv.synth.tasks.identity import finder_defect
-    from scaleenv.synth.tasks.validity import contradicting_requests
+    from scaleenv.synth.tasks.validity import contradicting_requests, wasted_requests
 
     no_finder = finder_defect(spec, task)
     if no_finder:
@@ -269,6 +271,8 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Episode, seed: int, res: Audit
     try:
         for contra in contradicting_requests(spec, init_snap, task.gold_chain, task.forbidden):
             res.add("contradictory_requests", tid, contra)
+        for waste in wasted_requests(spec, init_snap, task.gold_chain):
+            res.add("wasted_request", tid, waste)
     except ChainError:
         pass  # reported by the gold gate
     for task_hook in TASK_HOOKS:
