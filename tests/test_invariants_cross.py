@@ -136,3 +136,15 @@ def test_constraints_that_name_missing_columns_or_states_are_reported() -> None:
     assert "'truck_id' is not a column" in problems
     assert "unknown state 'gone'" in problems
     assert "unknown cars state 'lent'" in problems
+
+
+def test_a_second_row_where_one_is_allowed_is_refused() -> None:
+    w = world_of("second_hand_marketplace", 0)
+    tool = next(t for t in w.spec.tools if t.kind == "write" and 'INSERT INTO "watchlist_items"' in t.effects[0])
+    user, listing = w.conn.execute("SELECT user_id, listing_id FROM watchlist_items ORDER BY id LIMIT 1").fetchone()
+    args = {p.name: None for p in tool.parameters if not p.required}
+    args.update({"user_id": user, "listing_id": listing})
+    args.update({p.name: "Maybe" for p in tool.parameters if p.required and p.name not in args})
+    with pytest.raises(ToolError) as e:
+        run_tool(w, tool, args)
+    assert e.value.code == "rule_watched_once"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scaleenv.synth.procedural.blueprint import catalog
+from scaleenv.synth.procedural.blueprint import Blueprint, catalog
 from scaleenv.synth.procedural.derive import derive_spec
 from scaleenv.synth.procedural.domain import seed_world
 from scaleenv.synth.procedural.seeddata import seed_rows
@@ -33,3 +33,15 @@ def test_the_same_seed_gives_the_same_rows() -> None:
     bp = catalog()["library_services"]
     assert seed_rows(bp, 5) == seed_rows(bp, 5)
     assert seed_rows(bp, 5) != seed_rows(bp, 6)
+
+
+def test_a_table_whose_parents_run_out_keeps_the_rows_that_obey() -> None:
+    data = catalog()["online_learning"].model_dump(by_alias=True)
+    certs = next(e for e in data["entities"] if e["name"] == "certificates")
+    certs["count"] = 400  # far more than completed enrollments, one certificate each
+    bp = Blueprint.model_validate(data)
+    rows = seed_rows(bp, 0)
+    completed = {e["id"] for e in rows["enrollments"] if e["status"] == "completed"}
+    got = [c["enrollment_id"] for c in rows["certificates"]]
+    assert 3 <= len(got) <= len(completed) and len(set(got)) == len(got) and set(got) <= completed
+    assert [c["id"] for c in rows["certificates"]] == [f"CRT-{i:04d}" for i in range(1, len(got) + 1)]
