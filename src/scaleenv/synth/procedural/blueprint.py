@@ -237,7 +237,10 @@ def constraint_rules(ent: Entity, bp: Blueprint | None = None) -> list[RowRule]:
     for k in ent.constraints:
         name = k.name or f"{k.kind}_{'_'.join(k.key or [k.column or k.fk or ''])}".replace(".", "_")
         where = _where(ent, k)
-        refs = [c for c in ent.columns if c.ref and c.name in [x.split(".")[0] for x in k.key or [k.fk or ""]]]
+        # mended by another parent: the key's last link (another title for the same profile, as for
+        # ``unique_together``), so a look-alike keeps the person it belongs to
+        keys = [x.split(".")[0] for x in k.key or [k.fk or ""]]
+        refs = sorted((c for c in ent.columns if c.ref and c.name in keys), key=lambda c: -keys.index(c.name))
         fix = {"kind": "parent", "column": refs[0].name, "table": refs[0].ref} if refs else None
         if k.kind in ("no_overlap", "at_most"):
             same = " AND ".join(f"{_key_expr(ent, bp, c, 'o')} IS {_key_expr(ent, bp, c, t)}" for c in k.key)
