@@ -39,6 +39,7 @@ def test_a_table_whose_parents_run_out_keeps_the_rows_that_obey() -> None:
     data = catalog()["online_learning"].model_dump(by_alias=True)
     certs = next(e for e in data["entities"] if e["name"] == "certificates")
     certs["count"] = 400  # far more than completed enrollments, one certificate each
+    certs["constraints"] = [{"kind": "at_most", "name": "one_per_enrollment", "key": ["enrollment_id"]}]
     bp = Blueprint.model_validate(data)
     rows = seed_rows(bp, 0)
     completed = {e["id"] for e in rows["enrollments"] if e["status"] == "completed"}
