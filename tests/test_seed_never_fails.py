@@ -46,3 +46,16 @@ def test_a_table_whose_parents_run_out_keeps_the_rows_that_obey() -> None:
     got = [c["enrollment_id"] for c in rows["certificates"]]
     assert 3 <= len(got) <= len(completed) and len(set(got)) == len(got) and set(got) <= completed
     assert [c["id"] for c in rows["certificates"]] == [f"CRT-{i:04d}" for i in range(1, len(got) + 1)]
+
+
+def test_a_build_whose_literal_request_cannot_replay_still_finishes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # library_services at seed 1 holds a task whose forbidden call breaks a later step of the naive
+    # gate's chain: the gate scores 0 instead of stopping the build
+    from typer.testing import CliRunner
+
+    from scaleenv.cli import app
+
+    res = CliRunner().invoke(app, ["build", "--domain", "library_services", "--tasks-per-domain", "24", "--seed", "1",
+                                   "--executor", "serial", "--out", str(tmp_path / "u")])
+    assert res.exit_code == 0, res.output[-400:]
+    assert "24 verified tasks" in res.output
