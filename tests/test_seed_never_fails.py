@@ -3,6 +3,8 @@ conforming parent instead of being redrawn blindly (``benchmarks/seed_sweep.py``
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from scaleenv.synth.procedural.blueprint import Blueprint, catalog
@@ -48,7 +50,7 @@ def test_a_table_whose_parents_run_out_keeps_the_rows_that_obey() -> None:
     assert [c["id"] for c in rows["certificates"]] == [f"CRT-{i:04d}" for i in range(1, len(got) + 1)]
 
 
-def test_a_build_whose_literal_request_cannot_replay_still_finishes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_build_whose_literal_request_cannot_replay_still_finishes(tmp_path: Path) -> None:
     # library_services at seed 1 holds a task whose forbidden call breaks a later step of the naive
     # gate's chain: the gate scores 0 instead of stopping the build
     from typer.testing import CliRunner
