@@ -191,7 +191,14 @@ class Invariant(_Model):
     fix: dict[str, Any] | None = None
     """How a generator may mend a row that breaks the rule: ``{"kind": "clock", "column", "side":
     "future"|"past"}``, ``{"kind": "set_in", "column", "states"}``, ``{"kind": "choice", "column",
-    "key", "allowed": {key value: [values]}}`` or ``{"kind": "fresh", "column"}`` (a new unused value)."""
+    "key", "allowed": {key value: [values]}}``, ``{"kind": "fresh", "column"}`` (a new unused value),
+    ``{"kind": "parent", "column", "table"}`` (another parent row; with ``"value": {"column", "op",
+    "parent_column"}`` a value tied to the parent's, copied or drawn on the allowed side) or
+    ``{"kind": "children", "table", "state_column", "states", "otherwise"}`` (a parent whose state
+    says it has a child in ``table`` and has none goes back to ``otherwise``; kept once the
+    children are drawn). Rules across rows and tables (no overlapping periods, at most N rows per
+    key, a parent's status agreeing with its children) are ``row`` invariants whose ``check`` reads
+    the other rows; blueprints declare them as ``constraints``."""
 
 
 PolicyKind = Literal["identity", "confirmation", "eligibility", "limit", "scope"]

@@ -100,6 +100,48 @@ class RowRule(_M):
     when: str | None = None
     description: str = ""
     name: str | None = None
+    fix: dict[str, Any] | None = None
+    """How a generator mends a row breaking the rule (see :class:`scaleenv.formats.domain.Invariant`);
+    set by the rules a :class:`Constraint` compiles to, never written in a blueprint."""
+
+
+class Constraint(_M):
+    """A rule across rows or tables, declared by what it means rather than in SQL; each compiles to
+    checked row rules (the audit), preconditions of the derived tools and choices of the seeder.
+
+    * ``no_overlap``: no two rows with the same ``key`` have overlapping ``[start, end)`` periods
+      while both are in ``states`` (a car is not rented twice at once); a NULL end is open;
+    * ``at_most``: at most ``limit`` rows with the same ``key`` are in ``states`` at once (one
+      active loan per copy, one active prescription of a drug per patient);
+    * ``parent``: ``column`` compares by ``op`` with ``parent_column`` of the parent row ``fk``
+      names (a service date not before the car's purchase, a fare equal to the flight's price,
+      the kilometres of a service not above the car's reading);
+    * ``parent_in``: the parent row's ``parent_column`` is one of ``values`` (an organic farm's
+      applications are not synthetic: ``when: "product_type = 'synthetic_fertilizer'"``);
+    * ``status_agrees``: declared on the child; the parent ``fk`` names is in ``parent_states``
+      exactly when it has a child in ``states`` (a copy is on loan iff an active loan exists); the
+      parent goes back to ``otherwise`` when its last such child leaves them (or to ``follow[state]``
+      when the child moves to that state: a copy whose loan is lost is withdrawn).
+
+    ``states`` (the entity's lifecycle) and ``when`` (SQL over the row) narrow where a rule applies."""
+
+    kind: Literal["no_overlap", "at_most", "parent", "parent_in", "status_agrees"]
+    name: str | None = None
+    description: str = ""
+    key: list[str] = Field(default_factory=list)
+    start: str | None = None
+    end: str | None = None
+    states: list[str] = Field(default_factory=list)
+    limit: int = Field(default=1, ge=1)
+    fk: str | None = None
+    column: str | None = None
+    parent_column: str | None = None
+    op: Literal["=", "<=", ">=", "<", ">"] = "="
+    values: list[Any] = Field(default_factory=list)
+    parent_states: list[str] = Field(default_factory=list)
+    otherwise: str | None = None
+    follow: dict[str, str] = Field(default_factory=dict)
+    when: str | None = None
 
 
 class Entity(_M):
@@ -118,12 +160,16 @@ class Entity(_M):
     derived: list[DerivedColumn] = Field(default_factory=list)
     rules: list[RowRule] = Field(default_factory=list)
     unique_together: list[list[str]] = Field(default_factory=list)
+    constraints: list[Constraint] = Field(default_factory=list)
 
 
-def entity_rules(ent: Entity) -> list[RowRule]:
+def entity_rules(ent: Entity, bp: Blueprint | None = None) -> list[RowRule]:
     """The entity's declared ``rules`` plus those its generators imply: a ``{date_after: [col, lo, hi]}``
-    column (lo >= 0) never lies before ``col`` (a return date after its start)."""
-    out = list(ent.rules)
+    column (lo >= 0) never lies before ``col`` (a return date after its start); then the rules its
+    ``constraints`` compile to, and (given ``bp``) the parent side of its children's ``status_agrees``."""
+    out = list(ent.rules) + constraint_rules(ent, bp)
+    if bp is not None:
+        out += parent_side_rules(ent, bp)
     names = {r.name for r in out}
     for c in ent.columns:
         if isinstance(c.gen, dict) and set(c.gen) == {"date_after"} and float(c.gen["date_after"][1]) >= 0:
@@ -133,6 +179,147 @@ def entity_rules(ent: Entity) -> list[RowRule]:
                 out.append(RowRule(name=name, check=f'"{c.name}" IS NULL OR "{base}" IS NULL OR "{c.name}" >= "{base}"',
                                    description=f"{c.name.replace('_', ' ')} is not before {base.replace('_', ' ')}"))
     return out
+
+
+def _lit(v: object) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, int | float):
+        return repr(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _in(expr: str, values: list[Any]) -> str:
+    return f"{expr} IN ({', '.join(map(_lit, values))})"
+
+
+def _col_of(ent: Entity, name: str | None) -> BlueprintColumn | None:
+    return next((c for c in ent.columns if c.name == name), None)
+
+
+def _where(ent: Entity, k: Constraint, prefix: str = "") -> str | None:
+    """Where a constraint applies on a row (``prefix``: the row's alias, empty for the row itself)."""
+    parts = []
+    if k.states and ent.lifecycle:
+        parts.append(_in(prefix + _q(ent.lifecycle.column), k.states))
+    if k.when and not prefix:
+        parts.append(f"({k.when})")
+    return " AND ".join(parts) or None
+
+
+def _date_pair(a: BlueprintColumn | None, b: BlueprintColumn | None, x: str, y: str) -> tuple[str, str]:
+    """Compare a date with a datetime by their days (a service on the day of the purchase is not before it)."""
+    kinds = {a.type if a else "text", b.type if b else "text"}
+    if kinds == {"date", "datetime"}:
+        return f"substr({x}, 1, 10)", f"substr({y}, 1, 10)"
+    return x, y
+
+
+def _key_expr(ent: Entity, bp: Blueprint | None, key: str, alias: str) -> str:
+    """A key column of the row ``alias`` names, or ``fk.column``: that column of its parent row
+    (one drug per patient, where a prescription names the consultation and it the patient)."""
+    fk, _, pcol = key.partition(".")
+    if not pcol:
+        return f"{alias}.{_q(fk)}"
+    ref = _col_of(ent, fk)
+    return f"(SELECT p.{_q(pcol)} FROM {_q(ref.ref if ref and ref.ref else '')} p WHERE p.id = {alias}.{_q(fk)})"
+
+
+def constraint_rules(ent: Entity, bp: Blueprint | None = None) -> list[RowRule]:
+    """The row rules ``ent.constraints`` compile to (deterministic order); a rule about a parent row
+    is mended by choosing another parent (``fix``), a copied value by taking the parent's."""
+    out = []
+    t = _q(ent.name)
+    for k in ent.constraints:
+        name = k.name or f"{k.kind}_{'_'.join(k.key or [k.column or k.fk or ''])}".replace(".", "_")
+        where = _where(ent, k)
+        # mended by another parent: the key's last link (another title for the same profile, as for
+        # ``unique_together``), so a look-alike keeps the person it belongs to
+        keys = [x.split(".")[0] for x in k.key or [k.fk or ""]]
+        refs = sorted((c for c in ent.columns if c.ref and c.name in keys), key=lambda c: -keys.index(c.name))
+        fix = {"kind": "parent", "column": refs[0].name, "table": refs[0].ref} if refs else None
+        if k.kind in ("no_overlap", "at_most"):
+            same = " AND ".join(f"{_key_expr(ent, bp, c, 'o')} IS {_key_expr(ent, bp, c, t)}" for c in k.key)
+            others = _where(ent, k, "o.")
+            cond = f"{same} AND o.id != {t}.id" + (f" AND {others}" if others else "")
+            if k.kind == "no_overlap":
+                s, e = _q(k.start or ""), _q(k.end or "")
+                open_end = "'9999-12-31'"
+                check = (f"{t}.{s} IS NULL OR NOT EXISTS (SELECT 1 FROM {t} o WHERE {cond} AND o.{s} IS NOT NULL "
+                         f"AND o.{s} < COALESCE({t}.{e}, {open_end}) AND {t}.{s} < COALESCE(o.{e}, {open_end}))")
+                desc = k.description or (f"no two {ent.name} of one {', '.join(k.key)} overlap in time"
+                                         + (f" while {' or '.join(k.states)}" if k.states else ""))
+            else:
+                check = f"(SELECT COUNT(*) FROM {t} o WHERE {cond}) < {k.limit}"
+                desc = k.description or (f"at most {k.limit} {ent.singular if k.limit == 1 else ent.name} "
+                                         f"{' or '.join(k.states) or 'in all'} per {', '.join(k.key)}")
+            out.append(RowRule(name=name, check=check, when=where, description=desc, fix=fix))
+            continue
+        fkcol = _col_of(ent, k.fk)
+        parent = bp.entity(fkcol.ref) if bp is not None and fkcol and fkcol.ref else None
+        ptable = _q(fkcol.ref if fkcol and fkcol.ref else "")
+        pv = f"(SELECT p.{_q(k.parent_column or '')} FROM {ptable} p WHERE p.id = {t}.{_q(k.fk or '')})"
+        if k.kind == "parent":
+            mine, theirs = _date_pair(_col_of(ent, k.column), _col_of(parent, k.parent_column) if parent else None,
+                                      f"{t}.{_q(k.column or '')}", pv)
+            check = f"{t}.{_q(k.column or '')} IS NULL OR {pv} IS NULL OR {mine} {k.op} {theirs}"
+            col = _col_of(ent, k.column)
+            dated = col is not None and col.type in ("date", "datetime")
+            word = {"=": "equals", "<=": "is not after" if dated else "is at most",
+                    ">=": "is not before" if dated else "is at least", "<": "is before" if dated else "is below",
+                    ">": "is after" if dated else "is above"}[k.op]
+            desc = k.description or f"{k.column} {word} the {k.parent_column} of its {k.fk.removesuffix('_id') if k.fk else ''}"
+            out.append(RowRule(name=name, check=check, when=where, description=desc,
+                               fix=fix and {**fix, "value": {"column": k.column, "op": k.op,
+                                                             "parent_column": k.parent_column}}))
+        elif k.kind == "parent_in":
+            check = f"{pv} IS NULL OR {_in(pv, k.values)}"
+            desc = k.description or f"its {k.fk} has {k.parent_column} {' or '.join(map(str, k.values))}"
+            out.append(RowRule(name=name, check=check, when=where, description=desc, fix=fix))
+        elif k.kind == "status_agrees":
+            pcol = parent.lifecycle.column if parent is not None and parent.lifecycle else "status"
+            pv = f"(SELECT p.{_q(pcol)} FROM {ptable} p WHERE p.id = {t}.{_q(k.fk or '')})"
+            check = f"{pv} IS NULL OR {_in(pv, k.parent_states)}"
+            desc = k.description or (f"the {k.fk.removesuffix('_id') if k.fk else ''} of {ent.singular} "
+                                     f"{' or '.join(k.states)} is {' or '.join(k.parent_states)}")
+            out.append(RowRule(name=name, check=check, when=where, description=desc, fix=fix))
+    return out
+
+
+def parent_side_rules(ent: Entity, bp: Blueprint) -> list[RowRule]:
+    """The parent side of each child's ``status_agrees`` naming ``ent``: its state is one of
+    ``parent_states`` exactly when it has a child in ``states`` (a copy on loan has an active loan)."""
+    out = []
+    lc = ent.lifecycle
+    for child in bp.entities:
+        for k in child.constraints:
+            fkcol = _col_of(child, k.fk)
+            if k.kind != "status_agrees" or fkcol is None or fkcol.ref != ent.name or lc is None:
+                continue
+            if not child.lifecycle:
+                continue
+            active = _in(f"c.{_q(child.lifecycle.column)}", k.states)
+            t = _q(ent.name)
+            check = (f"({_in(f'{t}.{_q(lc.column)}', k.parent_states)}) = "
+                     f"EXISTS (SELECT 1 FROM {_q(child.name)} c WHERE c.{_q(fkcol.name)} = {t}.id AND {active})")
+            out.append(RowRule(
+                name=f"{' or '.join(k.parent_states).replace(' ', '_')}_iff_{child.singular}_{'_'.join(k.states)}",
+                check=check,
+                description=(f"{article_of(ent.singular)} is {' or '.join(k.parent_states)} exactly when it has "
+                             f"{article_of(child.singular)} {' or '.join(k.states)}"),
+                fix={"kind": "children", "table": child.name, "state_column": lc.column,
+                     "states": list(k.parent_states), "otherwise": k.otherwise or lc.initial}))
+    return out
+
+
+def article_of(word: str) -> str:
+    """``word`` with its indefinite article (a copy, an order)."""
+    w = word.replace("_", " ")
+    return ("an " if w[:1].lower() in "aeiou" else "a ") + w
 
 
 class OpParam(_M):
@@ -241,6 +428,7 @@ def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
             for cn in group:
                 if cn not in cols:
                     problems.append((f"{path}.unique_together", f"{cn!r} is not a column"))
+        problems += _constraint_problems(bp, e, path)
     refs = {op.name if isinstance(op.name, str) else op.name[0] for op in bp.operations}
     refs |= {f"{e.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}" for e in bp.entities if e.lifecycle
              for t in e.lifecycle.transitions}
@@ -257,6 +445,34 @@ def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
             for j, p in enumerate(op.params):
                 if p.ref and p.ref not in names:
                     problems.append((f"{kind}[{i}].params[{j}]({p.name}).ref", f"references missing entity {p.ref!r}"))
+    return problems
+
+
+def _constraint_problems(bp: Blueprint, e: Entity, path: str) -> list[tuple[str, str]]:
+    """What a ``constraints`` entry names that the entity or its parent lacks."""
+    problems: list[tuple[str, str]] = []
+    cols = {c.name for c in e.columns}
+    states = set(e.lifecycle.states) if e.lifecycle else set()
+    need = {"no_overlap": ("key", "start"), "at_most": ("key",), "parent": ("fk", "column", "parent_column"),
+            "parent_in": ("fk", "parent_column", "values"), "status_agrees": ("fk", "states", "parent_states")}
+    for j, k in enumerate(e.constraints):
+        where = f"{path}.constraints[{j}]({k.kind})"
+        problems += [(where, f"needs {attr!r}") for attr in need[k.kind] if not getattr(k, attr)]
+        named = [*(x.split(".")[0] for x in k.key), k.start, k.end, k.column, k.fk]
+        problems += [(where, f"{cn!r} is not a column") for cn in named if cn and cn not in cols]
+        problems += [(where, f"unknown state {s!r}") for s in k.states if s not in states]
+        fk = _col_of(e, k.fk)
+        if k.fk and fk is not None and not fk.ref:
+            problems.append((where, f"{k.fk!r} is not a reference"))
+        parent = bp.entity(fk.ref) if fk is not None and fk.ref else None
+        if parent is None:
+            continue
+        if k.parent_column and _col_of(parent, k.parent_column) is None:
+            problems.append((where, f"{k.parent_column!r} is not a column of {parent.name}"))
+        pstates = set(parent.lifecycle.states) if parent.lifecycle else set()
+        problems += [(where, f"unknown {parent.name} state {s!r}")
+                     for s in [*k.parent_states, k.otherwise, *k.follow.values()] if s and s not in pstates]
+        problems += [(where, f"unknown state {s!r}") for s in k.follow if s not in states]
     return problems
 
 

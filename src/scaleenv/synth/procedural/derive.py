@@ -243,7 +243,7 @@ class _Deriver:
                                     error=f"duplicate_{group[-1]}",
                                     message=f"Another {_human(s)} already has this {', '.join(map(_human, group))}."))
         source = f"(SELECT {', '.join(f'{v} AS {_q(c)}' for c, v in zip(cols, vals, strict=True))}) AS {_q(ent.name)}"
-        pre += _rule_contracts(ent, source, generated)
+        pre += _rule_contracts(ent, source, generated, self.bp)
         effect = f'INSERT INTO "{ent.name}" ({", ".join(f"{chr(34)}{c}{chr(34)}" for c in cols)}) ' \
                  f"VALUES ({', '.join(vals)})"
         post = [Contract(sql=f'SELECT 1 FROM "{ent.name}" WHERE id = :new_id', error="create_failed",
@@ -299,11 +299,11 @@ class _Deriver:
                     sql=f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, finals))}) FROM "{ent.name}" '
                         f"WHERE id = :{key}",
                     error="invalid_status", message=f"This {_human(s)} is closed and can no longer be changed."))
-        if entity_rules(ent):
+        if entity_rules(ent, self.bp):
             row = ", ".join(f":new_{c.name} AS {_q(c.name)}" if x.name == c.name else _q(x.name)
                             for x in [BlueprintColumn(name="id"), *ent.columns])
             pre += _rule_contracts(ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}",
-                                   generated)
+                                   generated, self.bp)
         self.add(ToolSpec(
             name=f"{self.verbs['update']}_{s}_{c.name}", kind="write",
             description=f"Change the {_human(c.name)} of {article(_human(s))}.",
@@ -362,15 +362,16 @@ class _Deriver:
         for col in {**lc.future_in, **lc.past_in}:
             clock_pre += _clock_contracts(ent, col, f'(SELECT "{col}" FROM "{ent.name}" WHERE id = :{key})',
                                           [t.to], generated)
-        if entity_rules(ent):
+        if entity_rules(ent, self.bp):
             after = {lc.column: _lit(t.to)}
             for col, val in t.set.items():
                 after[col] = f":auto_{col}" if val in ("now", "today") else _lit(val)
             row = ", ".join(f"{after[x.name]} AS {_q(x.name)}" if x.name in after else _q(x.name)
                             for x in [BlueprintColumn(name="id"), *ent.columns])
             clock_pre += _rule_contracts(
-                ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}", generated)
+                ent, f"(SELECT {row} FROM {_q(ent.name)} WHERE id = :{key}) AS {_q(ent.name)}", generated, self.bp)
         froms = ", ".join(map(_lit, t.from_))
+        effects = [f'UPDATE "{ent.name}" SET {", ".join(sets)} WHERE id = :{key}'] + self.follow_parents(ent, t, key)
         self.add(ToolSpec(
             name=f"{verb}_{s}", kind="write",
             description=(t.description or f"{_human(verb).capitalize()} {article(_human(s))}.")
@@ -380,12 +381,33 @@ class _Deriver:
                 sql=f'SELECT "{lc.column}" IN ({froms}) FROM "{ent.name}" WHERE id = :{key}', error="invalid_status",
                 message=f"This {_human(s)} is not in a state that allows this (needs {' or '.join(t.from_)}).")]
             + clock_pre,
-            effects=[f'UPDATE "{ent.name}" SET {", ".join(sets)} WHERE id = :{key}'],
+            effects=effects,
             postconditions=[Contract(sql=f'SELECT "{lc.column}" = {_lit(t.to)} FROM "{ent.name}" WHERE id = :{key}',
                                      error="transition_failed")],
             returns=self.returns_row(ent, key)), "transition", ent, to=t.to,
             phrasings=[with_request(p, t.to, ent.name in self.person_tables()) for p in t.phrasings], verb=verb)
         self.refs[f"{ent.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}"] = self.tools[-1]
+
+    def follow_parents(self, ent: Entity, t: Transition, key: str) -> list[str]:
+        """Effects that keep each ``status_agrees`` of ``ent`` when ``t`` takes a row out of its
+        states: the parent goes back to ``otherwise`` once no child of it is left in them (a copy is
+        no longer on loan when its loan is declared lost)."""
+        lc = ent.lifecycle
+        out = []
+        for k in ent.constraints:
+            fk = next((c for c in ent.columns if c.name == k.fk), None)
+            parent = self.bp.entity(fk.ref) if fk is not None and fk.ref else None
+            if k.kind != "status_agrees" or fk is None or lc is None or parent is None or parent.lifecycle is None:
+                continue
+            if t.to in k.states or not set(t.from_) & set(k.states):
+                continue
+            pcol = _q(parent.lifecycle.column)
+            back = k.follow.get(t.to) or k.otherwise or parent.lifecycle.initial
+            out.append(f"UPDATE {_q(parent.name)} SET {pcol} = {_lit(back)} WHERE id = (SELECT {_q(fk.name)} "
+                       f"FROM {_q(ent.name)} WHERE id = :{key}) AND {pcol} IN ({', '.join(map(_lit, k.parent_states))}) "
+                       f"AND NOT EXISTS (SELECT 1 FROM {_q(ent.name)} c WHERE c.{_q(fk.name)} = {_q(parent.name)}.id "
+                       f"AND c.{_q(lc.column)} IN ({', '.join(map(_lit, k.states))}))")
+        return out
 
     def derive_aggregates(self, ent: Entity) -> None:
         lc = ent.lifecycle
@@ -554,11 +576,13 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _rule_contracts(ent: Entity, source: str, generated: dict[str, Generated]) -> list[Contract]:
-    """Preconditions that the row a tool is about to write obeys the entity's ``rules``: each rule
-    is evaluated over ``source``, a one-row subquery aliased as the entity's table."""
+def _rule_contracts(ent: Entity, source: str, generated: dict[str, Generated],
+                    bp: Blueprint | None = None) -> list[Contract]:
+    """Preconditions that the row a tool is about to write obeys the entity's ``rules`` (its
+    ``constraints`` included): each rule is evaluated over ``source``, a one-row subquery aliased as
+    the entity's table."""
     out = []
-    for i, r in enumerate(entity_rules(ent)):
+    for i, r in enumerate(entity_rules(ent, bp)):
         cond = f"COALESCE(({r.check}), 0)"
         if r.when:
             cond = f"(NOT COALESCE(({r.when}), 0) OR {cond})"

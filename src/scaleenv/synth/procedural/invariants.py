@@ -28,18 +28,19 @@ def _parent_fix(ent: Entity, check: str) -> dict[str, Any] | None:
     return {"kind": "parent", "column": refs[0].name, "table": refs[0].ref}
 
 
-def entity_invariants(ent: Entity) -> list[Invariant]:
-    """The invariants one entity declares (deterministic order)."""
+def entity_invariants(ent: Entity, bp: Blueprint | None = None) -> list[Invariant]:
+    """The invariants one entity declares (deterministic order); given ``bp``, also the parent side
+    of its children's ``status_agrees`` constraints."""
     out: list[Invariant] = []
     t = ent.name
     for d in ent.derived:
         out.append(Invariant(name=f"{t}.{d.column}_derived", kind="derived", table=t, column=d.column, expr=d.expr,
                              depends_on=list(d.depends_on),
                              description=d.description or f"{d.column} is computed from its rows"))
-    for i, r in enumerate(entity_rules(ent)):
+    for i, r in enumerate(entity_rules(ent, bp)):
         out.append(Invariant(name=r.name and f"{t}.{r.name}" or f"{t}.rule_{i + 1}", kind="row", table=t,
                              check=r.check, when=r.when, description=r.description or r.check,
-                             fix=_parent_fix(ent, r.check)))
+                             fix=r.fix or _parent_fix(ent, r.check)))
     refs = {c.name: c.ref for c in ent.columns if c.ref}
     for group in ent.unique_together:
         # a taken parent is mended by choosing another parent (one invoice per appointment), a value by a fresh one
@@ -77,4 +78,4 @@ def entity_invariants(ent: Entity) -> list[Invariant]:
 
 def blueprint_invariants(bp: Blueprint) -> list[Invariant]:
     """Every invariant of ``bp`` (the same for every seed)."""
-    return [inv for ent in bp.entities for inv in entity_invariants(ent)]
+    return [inv for ent in bp.entities for inv in entity_invariants(ent, bp)]

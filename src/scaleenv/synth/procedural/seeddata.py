@@ -20,6 +20,8 @@ Value generators (``gen`` in a blueprint column):
   {price: [lo, hi]}                   a price-list amount: whole dollars or .50/.95/.99
   {email_from: col}                   an e-mail address spelled from a person's name in ``col``
   {username_from: col}                a user name spelled from a person's name in ``col`` ("mdavis")
+  {sql: "expr"}                       an SQL expression over the columns drawn so far (the row is named as
+                                      its table; subqueries read the parent rows): a fare from the price list
   {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
                                       (a number ``col``, a year: lo..hi more)
 Columns without ``gen`` get a default by type, enum or lifecycle state; free text gets a sentence
@@ -55,6 +57,7 @@ from scaleenv.world.world import _to_sql
 
 _EPOCH = dt.date(2026, 6, 15)
 _ATTEMPTS = 80
+_PARENTS = 150  # parents tried for a row that breaks a rule about its parent
 _PERSON = re.compile(r"(^|_)(full_name|name)$")
 _PRICE = re.compile(r"(^|_)(price|fee|cost|fare|rent|rate|tuition|premium)(_|$)")
 
@@ -75,6 +78,7 @@ class SeedGenerator:
         self.invariants = blueprint_invariants(bp)
         self.vocabulary = sorted({w for k in bp.keywords for w in re.findall(r"[a-z]+", k.lower()) if len(w) > 3})
         self.scratch = sqlite3.connect(":memory:")
+        self._drawing = bp.entities[0]  # the entity whose row ``draw`` is drawing
 
     def order(self) -> list[Entity]:
         """Entities with parents first (foreign keys must point at existing rows)."""
@@ -106,26 +110,25 @@ class SeedGenerator:
                 if c.ref:
                     self.scratch.execute(f"CREATE INDEX {quote_ident('_i_' + ent.name + c.name)} "
                                          f"ON {t}({quote_ident(c.name)})")
-            insert = f"INSERT INTO {t} VALUES ({', '.join('?' * len(cols))})"
+            # a rule about the row's children is kept once they are drawn (``keep_children``)
             checks = [(inv, self._row_check(inv)) for inv in self.invariants
-                      if inv.table == ent.name and inv.kind in ("row", "unique")]
+                      if inv.table == ent.name and inv.kind in ("row", "unique")
+                      and (inv.fix or {}).get("kind") != "children"]
             rows = []
             seen: dict[str, set[object]] = {c.name: set() for c in ent.columns if _distinct(c)}
             states = list(ent.lifecycle.states) if ent.lifecycle else []
             for i, rid in enumerate(ids):
                 # the first rows cover every lifecycle state, so each transition has a row to act on
                 forced = states[i] if i < len(states) and len(ids) >= 2 * len(states) else None
-                for _attempt in range(_ATTEMPTS):
-                    row = self.draw(ent, rid, seen, forced)
-                    self.scratch.execute(insert, [_to_sql(row[c]) for c in cols])
-                    bad = [inv for inv, sql in checks
-                           if self.scratch.execute(sql, {**_used(sql, clock), "_key": rid}).fetchone()]
-                    if not bad:
-                        break
-                    self.scratch.execute(f"DELETE FROM {t} WHERE id = ?", (rid,))
-                else:
-                    raise SpecError([(f"entities.{ent.name}", f"no seed row satisfies {bad[0].name} "
-                                                              f"({bad[0].description}) after {_ATTEMPTS} draws")])
+                try:
+                    row = self.conforming_row(ent, rid, seen, forced, _Trial(self.scratch, ent.name, cols, checks, clock))
+                except SpecError:
+                    if i < 3:  # a table keeps at least three rows (tasks need a target and look-alikes)
+                        raise
+                    # the parents the rules allow are used up (one certificate per completed enrollment):
+                    # the table keeps the rows drawn so far rather than break a rule
+                    self.ids[ent.name] = ids[:i]
+                    break
                 for c in ent.columns:
                     if _distinct(c):
                         seen[c.name].add(row[c.name])
@@ -133,8 +136,99 @@ class SeedGenerator:
                             seen[c.name].add(("@", email_key(row[c.name])))
                 rows.append(row)
             out[ent.name] = rows
+            self.keep_children(ent, out, clock)
         self.apply_derived(out)
         return out
+
+    def conforming_row(self, ent: Entity, rid: str, seen: dict[str, set[object]], forced: str | None,
+                       trial: _Trial) -> dict[str, Any]:
+        """A row of ``ent`` that obeys its rules, left inserted in the scratch database: drawn, then
+        mended where a rule says how (the parent's value copied, a conforming parent chosen), else
+        drawn again. A state forced for coverage is given up only for the last draws (a state no
+        parent can take: an active loan when every copy on loan already has one)."""
+        bad: list[Invariant] = []
+        for attempt in range(_ATTEMPTS):
+            row = self.draw(ent, rid, seen, forced if attempt < _ATTEMPTS * 3 // 4 else None)
+            bad = trial.bad(row)
+            if not bad:
+                return row
+            mended = self.mend(ent, row, bad, trial)
+            if mended is not None:
+                return mended
+        raise SpecError([(f"entities.{ent.name}", f"no seed row satisfies {bad[0].name} "
+                                                  f"({bad[0].description}) after {_ATTEMPTS} draws")])
+
+    def mend(self, ent: Entity, row: dict[str, Any], bad: list[Invariant], trial: _Trial) -> dict[str, Any] | None:
+        """``row`` changed to obey every rule (inserted), or None: first the values a rule derives
+        from the parent, then each other parent the broken rules allow, in a seeded order."""
+        fixed = self.parent_values(ent, dict(row), bad)
+        if fixed != row and not trial.bad(fixed):
+            return fixed
+        for col in dict.fromkeys(str(inv.fix["column"]) for inv in bad if inv.fix and inv.fix.get("kind") == "parent"):
+            c = next((x for x in ent.columns if x.name == col), None)
+            if c is None or not c.ref:
+                continue
+            candidates = [i for i in self.ids.get(c.ref, []) if i != row.get(col)]
+            self.rng.shuffle(candidates)
+            for cand in candidates[:_PARENTS]:
+                moved = self.follow_parent(ent, {**row, col: cand}, col)
+                moved = self.parent_values(ent, moved, [i for i in self.invariants if i.table == ent.name])
+                if not trial.bad(moved):
+                    return moved
+        return None
+
+    def follow_parent(self, ent: Entity, row: dict[str, Any], fk: str) -> dict[str, Any]:
+        """Redraw the columns whose generator reads the parent ``fk`` names (a date after the parent's)."""
+        for c in ent.columns:
+            if isinstance(c.gen, dict) and set(c.gen) & {"parent", "ref_date"}:
+                (arg,) = c.gen.values()
+                if arg[0] == fk:
+                    row[c.name] = self.generate(c, c.gen, row)
+        return row
+
+    def parent_values(self, ent: Entity, row: dict[str, Any], invs: list[Invariant]) -> dict[str, Any]:
+        """Values that a ``parent`` constraint ties to the parent row: copied for ``=``, drawn on the
+        allowed side of a number for the others (a service at no more kilometres than the car shows)."""
+        for inv in invs:
+            value = (inv.fix or {}).get("value")
+            if not isinstance(value, dict) or inv.fix is None:
+                continue
+            col, op, pcol = str(value["column"]), str(value["op"]), str(value["parent_column"])
+            pv = self._parent_value(str(inv.fix["column"]), pcol, row)
+            if pv is None or row.get(col) is None:
+                continue
+            if op == "=":
+                row[col] = pv
+            elif isinstance(pv, int | float) and not isinstance(pv, bool):
+                cur = row[col]
+                if isinstance(cur, int | float) and not _holds(cur, op, pv):
+                    lo, hi = (0.4, 1.0) if op in ("<=", "<") else (1.0, 1.6)
+                    v = pv * self.rng.uniform(lo, hi) + (-1 if op == "<" else 1 if op == ">" else 0)
+                    row[col] = int(v) if isinstance(cur, int) else round(v, 2)
+        return row
+
+    def keep_children(self, child: Entity, out: dict[str, list[dict[str, Any]]], clock: dict[str, str]) -> None:
+        """Once ``child``'s rows are drawn, every parent whose state says it has such a child and has
+        none goes back to its ``otherwise`` state (a copy listed on loan without an active loan)."""
+        for inv in self.invariants:
+            fix = inv.fix or {}
+            if fix.get("kind") != "children" or fix.get("table") != child.name or inv.table not in out:
+                continue
+            t, col = quote_ident(inv.table), quote_ident(str(fix["state_column"]))
+            sql = violation_query(inv)
+            broken = [k for k, _ in self.scratch.execute(sql, _used(sql, clock))]
+            for key in broken:
+                self.scratch.execute(f"UPDATE {t} SET {col} = ? WHERE id = ?", (fix["otherwise"], key))
+            rows = {r["id"]: r for r in out[inv.table]}
+            for key in broken:
+                rows[key][str(fix["state_column"])] = fix["otherwise"]
+            others = [i for i in self.invariants if i.table == inv.table and i.kind in ("row", "unique")]
+            for other in others:
+                q = violation_query(other)
+                left = self.scratch.execute(q, _used(q, clock)).fetchone()
+                if left:
+                    raise SpecError([(f"entities.{inv.table}", f"row {left[0]} breaks {other.name} "
+                                                               f"({other.description}) once its children are drawn")])
 
     def _row_check(self, inv: Invariant) -> str:
         return f"SELECT 1 FROM ({violation_query(inv, key=True)})"
@@ -154,6 +248,7 @@ class SeedGenerator:
     def draw(self, ent: Entity, rid: str, seen: dict[str, set[object]], state: str | None = None) -> dict[str, Any]:
         """One candidate row: the lifecycle state first (``state`` if given), then each column to match it."""
         row: dict[str, Any] = {"id": rid}
+        self._drawing = ent
         if state is not None and ent.lifecycle:
             row[ent.lifecycle.column] = state
         lc = ent.lifecycle
@@ -351,6 +446,12 @@ class SeedGenerator:
         if kind == "parent":  # the value of ``col`` in the parent row that ``fk`` names
             fk, col = arg
             return cast(JSONValue, self._parent_value(fk, col, row))
+        if kind == "sql":  # an SQL expression over the row drawn so far (named as its table) and its parents
+            names = [k for k in row if k in {"id", *(x.name for x in self._drawing.columns)}]
+            sel = ", ".join(f"? AS {quote_ident(k)}" for k in names) or "NULL AS id"
+            got = self.scratch.execute(f"SELECT ({arg}) FROM (SELECT {sel}) AS {quote_ident(self._drawing.name)}",
+                                       [_to_sql(row[k]) for k in names]).fetchone()
+            return cast(JSONValue, got[0] if got else None)
         if kind == "ref_date":
             fk, col, lo, hi = arg
             ent = next(e for e in self.bp.entities if any(x.name == fk for x in e.columns))
@@ -372,6 +473,28 @@ class SeedGenerator:
             person = row.get(arg)
             return (email_for_name(str(person), rng) if person else None) or self.fake.email()
         raise SpecError([(f"columns.{c.name}.gen", f"unknown generator kind {kind!r}")])
+
+
+class _Trial:
+    """Try a candidate row of one table in the scratch database against that table's rules."""
+
+    def __init__(self, conn: sqlite3.Connection, table: str, cols: list[str],
+                 checks: list[tuple[Invariant, str]], clock: dict[str, str]):
+        self.conn, self.table, self.cols, self.checks, self.clock = conn, quote_ident(table), cols, checks, clock
+        self.insert = f"INSERT INTO {self.table} VALUES ({', '.join('?' * len(cols))})"
+
+    def bad(self, row: dict[str, Any]) -> list[Invariant]:
+        """The rules ``row`` breaks; a row that breaks none stays inserted."""
+        self.conn.execute(self.insert, [_to_sql(row[c]) for c in self.cols])
+        bad = [inv for inv, sql in self.checks
+               if self.conn.execute(sql, {**_used(sql, self.clock), "_key": row["id"]}).fetchone()]
+        if bad:
+            self.conn.execute(f"DELETE FROM {self.table} WHERE id = ?", (row["id"],))
+        return bad
+
+
+def _holds(a: float, op: str, b: float) -> bool:
+    return {"=": a == b, "<=": a <= b, ">=": a >= b, "<": a < b, ">": a > b}[op]
 
 
 def _distinct(c: BlueprintColumn) -> bool:

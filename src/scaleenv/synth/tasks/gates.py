@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.env.agents import Agent
+from scaleenv.env.agents import Agent, AgentError
 from scaleenv.env.core import Mode, ToolEnv
 from scaleenv.env.episode import Episode
 from scaleenv.env.policies import (
@@ -134,7 +134,10 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
             scores["swap"] = best
         elif gate == "naive":
             # the policy-ignorant gate: the literal request (gold chain + its forbidden calls) must fail
-            scores["naive"] = score_policy(ep, task, "naive", rng).score if task.forbidden else 0.0
+            try:
+                scores["naive"] = score_policy(ep, task, "naive", rng).score if task.forbidden else 0.0
+            except AgentError:  # the literal request cannot even be carried out (a forbidden call broke a later step)
+                scores["naive"] = 0.0
         elif gate == "random":
             # several independent draws: a single-write task whose target the sampler can hit must not
             # pass because one seed happened to miss it (the first draw keeps the shared stream)
