@@ -220,3 +220,38 @@ def test_the_user_never_calls_itself_my_player_or_the_guest_list_of_me():
         name = persona.removeprefix("You are ").rstrip(".")
         assert not re.search(rf"\bmy (player|couple|guest) \({re.escape(name)}", g), g
         assert " of me " not in g and " of me (" not in g, g
+
+
+def test_the_sampling_gates_also_draw_the_stream_a_default_rollout_gives_its_agent(tmp_path):
+    """smart_home/00034 (default build): read_dump scored 0 at its gate's draw and 1 in `scaleenv
+    rollout --agent read_dump`, whose agents draw from another stream; the gates now draw that one too."""
+    import asyncio
+
+    from scaleenv.env.agents import Agent
+    from scaleenv.env.loop import run_episode
+    from scaleenv.env.policies import text_message
+    from scaleenv.synth.tasks.gates import ROLLOUT_AGENT_STREAM
+    from scaleenv.universe import Universe
+
+    seen: list[float] = []
+
+    class Probe(Agent):
+        def reset(self, ctx):
+            super().reset(ctx)
+            seen.append(ctx.rng.random())
+
+        async def act(self, messages):
+            return text_message("Done.")
+
+    from scaleenv.env.cache import TaskWorldCache
+    from scaleenv.env.core import ToolEnv
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
+
+    cfg = BuildConfig(out=tmp_path / "u", domains=["pet_care"], tasks_per_domain=1)
+    prepare_out(cfg)
+    run_build(cfg)
+    u = Universe(tmp_path / "u")
+    task = next(iter(u.tasks()))
+    cache = TaskWorldCache(u)
+    asyncio.run(run_episode(ToolEnv(task, cache.acquire(task), mode="solo"), Probe(), seed=0))
+    assert seen == [random.Random(ROLLOUT_AGENT_STREAM).random()]

@@ -31,6 +31,11 @@ from scaleenv.tools.chain import ChainError, resolve_args
 ZERO_GATES = ("noop", "naive", "parrot", "spray", "random", "hack", "read_dump", "swap")
 RANDOM_DRAWS = 4
 """Independent draws of the random policy per task (each must score 0)."""
+READ_DUMP_DRAWS = 2
+DRAWS = {"random": RANDOM_DRAWS, "read_dump": READ_DUMP_DRAWS}
+ROLLOUT_AGENT_STREAM = "agent:0"
+"""The random stream `scaleenv rollout` gives an agent at its default seed (env.loop.run_episode): a
+further draw of each sampling gate, so a default rollout of a reference policy scores what its gate did."""
 """The gates whose policy must score 0 (the gold chain must score 1), cheapest first: the build stops
 at the first that scores."""
 
@@ -138,15 +143,18 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
                 scores["naive"] = score_policy(ep, task, "naive", rng).score if task.forbidden else 0.0
             except AgentError:  # the literal request cannot even be carried out (a forbidden call broke a later step)
                 scores["naive"] = 0.0
-        elif gate == "random":
-            # several independent draws: a single-write task whose target the sampler can hit must not
-            # pass because one seed happened to miss it (the first draw keeps the shared stream)
-            scores["random"] = score_policy(ep, task, "random", rng, shape).score
-            for i in range(1, RANDOM_DRAWS):
-                if scores["random"] > 0.0:
+        elif gate in ("random", "read_dump"):
+            # several independent draws: a single-write task whose target the sampler can hit, or a read
+            # that a dump of the first ids it meets happens to answer, must not pass because one seed
+            # missed (the first draw keeps the shared stream; the last is the one `scaleenv rollout`
+            # gives its agents by default)
+            policy = _POLICY[gate]
+            scores[gate] = score_policy(ep, task, policy, rng, shape).score
+            draws = [random.Random(f"gates:{seed}:{task.id}:{gate}:{i}") for i in range(1, DRAWS[gate])]
+            for extra in [*draws, random.Random(ROLLOUT_AGENT_STREAM)]:
+                if scores[gate] > 0.0:
                     break
-                extra = random.Random(f"gates:{seed}:{task.id}:random:{i}")
-                scores["random"] = max(scores["random"], score_policy(ep, task, "random", extra, shape).score)
+                scores[gate] = max(scores[gate], score_policy(ep, task, policy, extra, shape).score)
         else:
             scores[gate] = score_policy(ep, task, _POLICY[gate], rng, shape).score
         if scores[gate] > 0.0 and not detail:
@@ -155,4 +163,4 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
     return GateResult(scores, details)
 
 
-__all__ = ["RANDOM_DRAWS", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "play_policy", "run_gates", "score_policy", "swap_pairs"]
+__all__ = ["DRAWS", "RANDOM_DRAWS", "READ_DUMP_DRAWS", "ROLLOUT_AGENT_STREAM", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "play_policy", "run_gates", "score_policy", "swap_pairs"]

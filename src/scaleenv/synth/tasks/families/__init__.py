@@ -37,10 +37,10 @@ FAMILIES: dict[str, type[TaskBuilder]] = {
 """Family name -> its builder."""
 
 DEFAULT_MIX: dict[str, float] = {
-    DEFAULT_FAMILY: 0.23,
+    DEFAULT_FAMILY: 0.18,
     RefusalBuilder.family: 0.08, PartialBuilder.family: 0.08, ConditionalBuilder.family: 0.1,  # policy decisions
     ComputedBuilder.family: 0.1, DescriptionBuilder.family: 0.07, BulkBuilder.family: 0.08,  # computed choices
-    ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.2,
+    ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.25,  # long chains: the least often accepted
 }
 """The default build's share of attempts per family (renormalised over the families a domain hosts)."""
 
