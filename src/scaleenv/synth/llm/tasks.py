@@ -628,7 +628,10 @@ class LLMTaskBuilder(TaskBuilder):
 
     def write_user_side(self, withheld_n: int) -> tuple[str, dict[str, Any]]:
         literals = [v for v in literal_values(self.chain) if not isinstance(v, bool) and _norm(v)]
-        known_ids = {str(v) for v in literals} | {str(r.get("id")) for rs in self.patch.values() for r in rs}
+        # a value of a record the task created is the customer's own to say: the identity rule may ask for
+        # one the chain never passes (a student number), known or withheld
+        known_ids = ({str(v) for v in literals} | {str(r.get("id")) for rs in self.patch.values() for r in rs}
+                     | {str(v) for rs in self.new_rows.values() for r in rs for v in r.values()})
         answers = "; ".join(f"{f['name']}: {f['value']}" for f in self.answer_facts) or "none"
         rows = "\n".join(f"{t}: {jdump(r)}" for t in table_order(self.spec) for r in self.new_rows.get(t, []))
 
