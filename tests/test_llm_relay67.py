@@ -110,3 +110,29 @@ def test_the_instruction_may_say_a_created_records_identity_fact():
     assert [r.role for r in model.requests] == ["instruction"]  # no repair round
     prompt = model.requests[0].messages[1]["content"]
     assert "even one the chain never passes" in " ".join(prompt.split())
+
+
+# --- 3. the chain prompt: only the goal's own dependencies; list outputs and existing links said ---------
+
+
+def test_the_chain_prompt_shows_only_edges_into_the_goal_and_documents_lists_and_links():
+    from test_llm_prompts import _builder
+    from test_llm_prompts import _spec as _prompt_spec
+
+    spec, _ = _prompt_spec()
+    seen = 0
+    for attempt in range(8):
+        model, b = _builder(spec, attempt=attempt)
+        b.write_chain("medium")
+        prompt = model.requests[-1].messages[1]["content"]
+        goal = re.search(r"Suggested goal: a call to (\w+)", prompt).group(1)
+        edges = re.search(r"needs the state\nA writes\): (.*)", prompt).group(1)
+        pairs = [e.split(" (")[0] for e in edges.split(", ") if "->" in e]
+        assert all(p.split("->")[1] == goal for p in pairs), (goal, pairs)  # never goal->later
+        seen += len(pairs)
+        text = " ".join(prompt.split())
+        assert 's1[0]["id"] means the same and is shown back as s1["id"]' in text
+        assert "A link that already exists counts when a write changes the linking row" in text
+    assert seen  # some goal has dependencies to show
+    solver = _text("solver", title="x", tools="x", rows="x", clock="x", k=2)
+    assert 's0[0]["id"] means the same' in solver

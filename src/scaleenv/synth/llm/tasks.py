@@ -199,14 +199,15 @@ class LLMTaskBuilder(TaskBuilder):
 
     def edges_text(self, goal: str, names: set[str], limit: int = 8) -> str:
         """The goal tool's own core dependencies (see :mod:`scaleenv.synth.llm.complexity`) among
-        ``names``, at most ``limit``: the edges between the other tools say little about a chain to
-        the goal and cost most of the list."""
+        ``names``, at most ``limit``: the tools it depends on (A->goal). The edges between the other
+        tools say little about a chain to the goal and cost most of the list, and the goal's own
+        outgoing edges (a refund's to a later confirmation) point away from the chain."""
         core = core_pairs(self.ctx)
         kinds: dict[tuple[str, str], set[str]] = {}
         for a, b, d in self.ctx.graph.edges():
-            if a in names and b in names and a != b and goal in (a, b) and (a, b) in core:
+            if a in names and a != b and b == goal and (a, b) in core:
                 kinds.setdefault((a, b), set()).add(d.get("kind", ""))
-        pairs = sorted(kinds, key=lambda p: (p[1] != goal, p))
+        pairs = sorted(kinds)
         shown = [f"{a}->{b} ({'/'.join(sorted(kinds[(a, b)]))})" for a, b in pairs[:limit]]
         if len(pairs) > limit:
             shown.append(f"... and {len(pairs) - limit} more")
