@@ -136,3 +136,14 @@ def test_the_chain_prompt_shows_only_edges_into_the_goal_and_documents_lists_and
     assert seen  # some goal has dependencies to show
     solver = _text("solver", title="x", tools="x", rows="x", clock="x", k=2)
     assert 's0[0]["id"] means the same' in solver
+
+
+def test_a_departure_and_arrival_pair_is_named_in_the_prompts_and_checked():
+    sailings = Table(name="sailings", columns=[Column(name="id"), Column(name="departure_time", type="datetime"),
+                                               Column(name="arrival_time", type="datetime")])
+    names = {i.name for i in infer_invariants(DomainSpec(name="ferry", tables=[sailings]))}
+    assert "sailings.arrival_time_after_departure_time" in names
+    for role in ("tool_schema", "database"):
+        kw = {k: "x" for k in ("name", "title", "description", "keywords", "min_tools", "max_tools", "target_tools",
+                               "target", "tools", "min_tables", "max_tables")}
+        assert "departure_time/arrival_time" in _text(role, **kw), role
