@@ -147,3 +147,30 @@ def test_a_departure_and_arrival_pair_is_named_in_the_prompts_and_checked():
         kw = {k: "x" for k in ("name", "title", "description", "keywords", "min_tools", "max_tools", "target_tools",
                                "target", "tools", "min_tables", "max_tables")}
         assert "departure_time/arrival_time" in _text(role, **kw), role
+
+
+# --- 5. a generated unique reference: next_id on its own column ----------------------------------------
+
+
+def test_a_new_reference_is_a_next_id_on_its_column_and_the_code_prompt_says_so():
+    from scaleenv.formats.domain import Implementation, Param, ToolSpec
+    from scaleenv.tools.runtime import run_tool
+
+    orders = Table(name="work_orders", columns=[Column(name="id"), Column(name="reference", unique=True),
+                                                Column(name="room")])
+    tool = ToolSpec(
+        name="submit_work_order", description="Report a fault.", kind="write",
+        parameters=[Param(name="room", type="string", column="work_orders.room")],
+        generated={"new_id": {"kind": "next_id", "table": "work_orders", "column": "id", "prefix": "WRK-"},
+                   "ref": {"kind": "next_id", "table": "work_orders", "column": "reference", "prefix": "WO-"}},
+        effects=["INSERT INTO work_orders (id, reference, room) VALUES (:new_id, :ref, :room)"],
+        returns={"query": "SELECT * FROM work_orders WHERE id = :new_id", "mode": "one", "table": "work_orders"},
+        implementation=Implementation(kind="sql"))
+    spec = DomainSpec(name="dorm", tables=[orders], tools=[tool])
+    world = World(spec)
+    world.load_rows("work_orders", [{"id": "WRK-0001", "reference": "WO-1107", "room": "214B"},
+                                    {"id": "WRK-0002", "reference": "FB-20113", "room": "101"}])
+    out = run_tool(world, tool, {"room": "310"})
+    assert out["reference"] == "WO-1108" and out["id"] == "WRK-0003"
+    kw = {k: "x" for k in ("title", "tool_name", "tool", "tables", "id_examples", "clock")}
+    assert '"column": "reference", "prefix": "WO-"' in _text("code", **kw)
