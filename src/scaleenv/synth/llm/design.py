@@ -243,6 +243,7 @@ def parse_database(obj: object, tools: list[dict[str, Any]], profile: DomainProf
     examples: dict[str, list[Any]] = {}
     declared: dict[str, str] = {}
     together: dict[str, list[list[str]]] = {}
+    independent: dict[str, list[str]] = {}
     for i, t in enumerate(obj["tables"]):
         if not isinstance(t, dict):
             problems.append(f"tables[{i}]: must be an object")
@@ -277,6 +278,8 @@ def parse_database(obj: object, tools: list[dict[str, Any]], profile: DomainProf
         for c in t.get("columns") or []:
             if isinstance(c, dict):
                 c = dict(c)
+                if c.pop("independent", False) is True:
+                    independent.setdefault(name, []).append(str(c.get("name")))
                 ex = c.pop("examples", None)
                 if isinstance(ex, list) and ex:
                     examples[f"{name}.{c.get('name')}"] = [v for v in ex if isinstance(v, str | int | float)][:8]
@@ -315,6 +318,12 @@ def parse_database(obj: object, tools: list[dict[str, Any]], profile: DomainProf
             bad = [c for c in g if t is not None and t.column(c) is None]
             if bad:
                 problems.append(f"tables({tname}).unique_together: {bad} are not columns")
+    for tname, cols in independent.items():
+        t = spec.table(tname)
+        links = {c.name for c in t.columns if c.foreign_key} if t is not None else set()
+        bad = [c for c in cols if c not in links]
+        if bad:
+            problems.append(f"tables({tname}).columns{bad}: \"independent\" is only for a link (a foreign_key column)")
     for tname, pre in _described_prefixes(tables).items():
         declared.setdefault(tname, pre)
     dupes = sorted({p for p in declared.values() if list(declared.values()).count(p) > 1})
@@ -370,6 +379,8 @@ def parse_database(obj: object, tools: list[dict[str, Any]], profile: DomainProf
             "id_prefix": assign_prefixes(tables, singular, declared), "tool_tables": tool_tables}
     if together:
         meta["unique_together"] = together
+    if independent:
+        meta["independent_links"] = independent
     return DatabaseDesign(tables, meta, tool_tables, param_columns), []
 
 

@@ -298,11 +298,19 @@ def _periods(table: Table) -> list[tuple[Column, Column]]:
 
 def _owner_links(spec: DomainSpec, table: Table) -> list[tuple[Column, Column, str, str]]:
     """(a, b, b's table, b's column) where row.a and row.b's parent name the same row: an application's
-    applicant must own the car it names (applications.applicant_id = cars.owner_id of applications.car_id)."""
+    applicant must own the car it names (applications.applicant_id = cars.owner_id of applications.car_id).
+
+    A link the schema marks independent (``meta["independent_links"]``: a charge's resident, who need not
+    be its work order's reporter) binds nothing, and neither does a link to a table the row links to twice
+    or more (a booking change's from and to sailings): no single one of them is the row's row there."""
     out = []
-    fks = [c for c in table.columns if c.foreign_key and c.name != table.primary_key]
+    free = set(((spec.meta or {}).get("independent_links") or {}).get(table.name) or [])
+    fks = [c for c in table.columns if c.foreign_key and c.name != table.primary_key and c.name not in free]
+    parents = [(c.foreign_key or "").split(".")[0] for c in table.columns if c.foreign_key]
     for a in fks:
         pa = (a.foreign_key or "").split(".")[0]  # (every column of fks has one)
+        if parents.count(pa) > 1:
+            continue
         for b in fks:
             pb = (b.foreign_key or "").split(".")[0]
             if b is a or pb == table.name:

@@ -199,14 +199,15 @@ class LLMTaskBuilder(TaskBuilder):
 
     def edges_text(self, goal: str, names: set[str], limit: int = 8) -> str:
         """The goal tool's own core dependencies (see :mod:`scaleenv.synth.llm.complexity`) among
-        ``names``, at most ``limit``: the edges between the other tools say little about a chain to
-        the goal and cost most of the list."""
+        ``names``, at most ``limit``: the tools it depends on (A->goal). The edges between the other
+        tools say little about a chain to the goal and cost most of the list, and the goal's own
+        outgoing edges (a refund's to a later confirmation) point away from the chain."""
         core = core_pairs(self.ctx)
         kinds: dict[tuple[str, str], set[str]] = {}
         for a, b, d in self.ctx.graph.edges():
-            if a in names and b in names and a != b and goal in (a, b) and (a, b) in core:
+            if a in names and a != b and b == goal and (a, b) in core:
                 kinds.setdefault((a, b), set()).add(d.get("kind", ""))
-        pairs = sorted(kinds, key=lambda p: (p[1] != goal, p))
+        pairs = sorted(kinds)
         shown = [f"{a}->{b} ({'/'.join(sorted(kinds[(a, b)]))})" for a, b in pairs[:limit]]
         if len(pairs) > limit:
             shown.append(f"... and {len(pairs) - limit} more")
@@ -628,7 +629,10 @@ class LLMTaskBuilder(TaskBuilder):
 
     def write_user_side(self, withheld_n: int) -> tuple[str, dict[str, Any]]:
         literals = [v for v in literal_values(self.chain) if not isinstance(v, bool) and _norm(v)]
-        known_ids = {str(v) for v in literals} | {str(r.get("id")) for rs in self.patch.values() for r in rs}
+        # a value of a record the task created is the customer's own to say: the identity rule may ask for
+        # one the chain never passes (a student number), known or withheld
+        known_ids = ({str(v) for v in literals} | {str(r.get("id")) for rs in self.patch.values() for r in rs}
+                     | {str(v) for rs in self.new_rows.values() for r in rs for v in r.values()})
         answers = "; ".join(f"{f['name']}: {f['value']}" for f in self.answer_facts) or "none"
         rows = "\n".join(f"{t}: {jdump(r)}" for t in table_order(self.spec) for r in self.new_rows.get(t, []))
 
