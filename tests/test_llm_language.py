@@ -21,8 +21,9 @@ runner = CliRunner()
 
 
 def rewrite(messages: list[dict]) -> str:
-    """A scripted language agent: natural wording that keeps the values; task 0 first drops a goal
-    (repaired); every task numbered 1 mod 3 leaks a withheld fact or invents an id (falls back)."""
+    """A scripted language agent: natural wording that keeps the values; every task numbered 0 mod 3
+    first drops a goal (repaired); every task numbered 1 mod 3 leaks a withheld fact or invents an id
+    (falls back). Keyed by the task's number, not by which request comes first (any of them may)."""
     assert role_of(messages) == "language"
     prompt = messages[1]["content"]
     n = int(re.search(r"\(task (\d+)\)", prompt).group(1))
@@ -33,7 +34,7 @@ def rewrite(messages: list[dict]) -> str:
     if n % 3 == 1:
         leak = withheld.split(": ", 1)[1].split(";")[0] if withheld != "none" else "REF-12345"
         new[0] += f" For reference: {leak}."
-    elif n == 0 and len(messages) == 2:
+    elif n % 3 == 0 and len(messages) == 2 and len(new) > 1:
         new = new[:-1]
     return json.dumps({"persona": persona + " You have a busy week and want this done in one go.", "goals": new})
 
@@ -92,7 +93,9 @@ def test_language_tokens_are_accounted_per_task(built):
     assert set(tok["by_task"]) == {t.id for t in _tasks(root / "u1")}
     assert tok["language"]["tasks"] == 4 and tok["language"]["template"] >= 1
     repairs = [r for r in srv.requests if len(r["messages"]) > 2]
-    assert any("there must be exactly" in r["messages"][-1]["content"] for r in repairs)  # task 0's short answer
+    dropped = [t for t in _tasks(root / "u1") if t.attempt % 3 == 0 and len(t.user_profile.goals) > 1]
+    if dropped:  # a task numbered 0 mod 3 with two goals first answers with one short
+        assert any("there must be exactly" in r["messages"][-1]["content"] for r in repairs)
     assert any("withheld until the agent asks" in r["messages"][-1]["content"] or "do not mention ids" in
                r["messages"][-1]["content"] for r in repairs)  # the leaks of the tasks that fall back
 
