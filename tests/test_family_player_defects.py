@@ -213,11 +213,12 @@ def test_attribute_phrases_read_as_a_person_says_them():
 
 def test_the_players_telecom_descriptions_no_longer_call_an_old_phone_new():
     tasks = []
-    for i in range(40):
-        with contextlib.suppress(TaskRejected):
-            tasks.append(generate_task(context("telecom", 21), 21, i))
+    for seed in (21, 0, 3):  # which attempts describe an old device depends on the family mix: look on a few seeds
+        for i in range(40):
+            with contextlib.suppress(TaskRejected):
+                tasks.append(generate_task(context("telecom", seed), seed, i))
     old = [t for t in tasks if re.search(r"bought 20(1\d|2[0-4])-", " ".join(t.user_profile.goals))]
-    assert old, "seed 21 still describes devices bought years before the clock"
+    assert old, "no task describes a device bought years before the clock"
     for task in old:
         text = " ".join(task.user_profile.goals)
         assert "my new" not in text and "brand-new" not in text, text

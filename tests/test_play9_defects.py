@@ -255,3 +255,37 @@ def test_the_sampling_gates_also_draw_the_stream_a_default_rollout_gives_its_age
     cache = TaskWorldCache(u)
     asyncio.run(run_episode(ToolEnv(task, cache.acquire(task), mode="solo"), Probe(), seed=0))
     assert seen == [random.Random(ROLLOUT_AGENT_STREAM).random()]
+
+
+# --- play round 10 (seed 977) ------------------------------------------------------------------------------------
+
+def test_a_refusal_said_beside_a_confirmation_question_settles_the_refused_request():
+    """smart_home/00009: "I cannot open it, because its battery is at 24% ... Shall I go ahead with the
+    rest?", then "Lock LCK-0021 was not opened": the user still asked "Yes: Please open lock LCK-0021."."""
+    progress = Progress([Objective(kind="refusal", text="Please open lock LCK-0021."),
+                         Objective(kind="write", text="Set the max temp to 81.", done_words=["updated"],
+                                   subject=["household"])])
+    progress.update("I cannot open it, because its battery is at 24%. Shall I go ahead with the temperature change?")
+    assert progress.done == [True, False]
+    later = Progress([Objective(kind="refusal", text="Please open lock LCK-0021.")])
+    later.update("Lock LCK-0021 was not opened: its battery is below the 50 percent minimum.")
+    assert later.finished()
+
+
+def test_a_phrasing_that_makes_a_slot_the_speaker_marks_it_the_actor():
+    """second_hand_marketplace/00017: "Hi, I am Andrew Mcfarland. ... I'm USR-0031; would the seller of
+    that same listing take 612?", where USR-0031 is Carl Smith (a buyer parameter is allowed to name
+    another person, but not the one the phrasing says is "I")."""
+    from scaleenv.synth.tasks.instruction import actor_slots
+
+    assert actor_slots(["Offer {amount} for listing {listing_id} from my account {buyer_id}.",
+                        "I'm {buyer_id}; would the seller of {listing_id} take {amount}?",
+                        "Send it to me ({customer_id}).", "Transfer it to {recipient_id}."]) == {"buyer_id", "customer_id"}
+
+
+def test_a_record_unique_only_under_its_parent_is_named_with_it():
+    """in_store_dining/00003: "I'll pay $75.4 of check from 2026-06-15T07:00:00 (status open)": seven open
+    checks were opened then, in five look-alike branches; the chain found it under table TBL-0040."""
+    tasks = _tasks_of("in_store_dining", 977, range(24))
+    said = [g for t in tasks for g in t.user_profile.goals if "check from" in g or "tab from" in g]
+    assert said and all(" at " in g for g in said), said

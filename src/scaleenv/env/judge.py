@@ -9,6 +9,7 @@ the same whether the work was really done or the stated values are right.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from scaleenv.env.vocabulary import has_phrase, norm
 from scaleenv.formats.task import Objective, Task
@@ -34,7 +35,8 @@ _DONE = re.compile(
 _FAIL = re.compile(
     r"\b(could not|couldn't|cannot|can't|can not|unable|failed|fails|not possible|wasn't able|was not able|"
     r"weren't able|error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
-    r"no longer possible|impossible|refused|rejected the request)\b", re.IGNORECASE)
+    r"no longer possible|impossible|refused|rejected the request|was not|were not|forbids?|forbidden|not permitted)\b",
+    re.IGNORECASE)
 _BLANKET = re.compile(
     r"\b(your (whole )?requests?|everything|all (of )?(it|that|them|this|your requests?|the changes?|done|set)|"
     r"all done|that's done|both|each of)\b", re.IGNORECASE)
@@ -116,19 +118,27 @@ class Progress:
     def finished(self) -> bool:
         return bool(self.objectives) and all(self.done)
 
-    def update(self, agent_text: str) -> bool:
-        """Mark what ``agent_text`` reports; whether anything new was reported."""
-        before = sum(self.done)
-        if any(is_confirmation(q) for q in questions(agent_text)):
-            return False  # "Shall I go ahead with ...?", "Is that right?": nothing is done yet, whatever it quotes
-        planning = False
-        for sentence in sentences(agent_text):
-            planning = planning or bool(_PLAN.search(sentence))
-            if _FAIL.search(sentence) and not sentence.rstrip().endswith("?"):
+    def _refusals(self, said: Iterable[str]) -> None:
+        for sentence in said:
+            if _FAIL.search(sentence):
                 for i, o in enumerate(self.objectives):
                     if o.kind == "refusal" and not self.done[i]:
                         self.done[i] = True  # told that (and why) it cannot be done
                         break
+
+    def update(self, agent_text: str) -> bool:
+        """Mark what ``agent_text`` reports; whether anything new was reported."""
+        before = sum(self.done)
+        if any(is_confirmation(q) for q in questions(agent_text)):
+            # "Shall I go ahead with ...?": nothing is done yet, whatever it quotes; but a refusal said
+            # beside it ("I cannot open it, because ...") is the answer to that request
+            self._refusals(s for s in sentences(agent_text) if not s.rstrip().endswith("?"))
+            return sum(self.done) > before
+        planning = False
+        for sentence in sentences(agent_text):
+            planning = planning or bool(_PLAN.search(sentence))
+            if not sentence.rstrip().endswith("?"):
+                self._refusals([sentence])
             if sentence.rstrip().endswith("?") or _FAIL.search(sentence):
                 continue
             sentence = _reported(sentence)

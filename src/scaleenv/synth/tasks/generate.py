@@ -38,6 +38,7 @@ from scaleenv.synth.tasks.instruction import (
     _PERSON_NAME_COLUMNS,
     EntityRef,
     Goal,
+    actor_slots,
     build_user_side,
     human,
     language_defects,
@@ -76,6 +77,7 @@ from scaleenv.tools.replay import TaskWorlds
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.utils.dates import shift_iso
+from scaleenv.world.ddl import quote_ident
 from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
 
@@ -156,6 +158,10 @@ def rule_readers(spec: DomainSpec, tools: list[str]) -> tuple[str, ...]:
         if readers and not any(r.name in used for r in readers):
             out.append(readers[0].name)
     return tuple(out)
+
+def _sql_value(v: Any) -> Any:
+    return json.dumps(v) if isinstance(v, list | dict) else v
+
 
 def someone_elses(spec: DomainSpec, table: str, row: dict[str, Any], user_table: str, user_id: Any) -> str | None:
     """The person ``row`` names through its links to the user's table (a review request's
@@ -419,6 +425,12 @@ class TaskBuilder:
                 return {c.name: v}
         return {"id": target["id"]}
 
+    def matching_rows(self, table: str, where: dict[str, Any]) -> int:
+        """How many rows of ``table`` in the task's world hold every value of ``where``."""
+        cond = " AND ".join(f"{quote_ident(c)} IS ?" for c in where)
+        sql = f"SELECT COUNT(*) FROM {quote_ident(table)}" + (f" WHERE {cond}" if cond else "")
+        return int(self.world.conn.execute(sql, [_sql_value(v) for v in where.values()]).fetchone()[0])
+
     def call_read(self, tool: ToolSpec, args: dict[str, Any], purpose: str) -> tuple[int, Any]:
         try:
             out = run_tool(self.world, tool, resolve_args(Call(tool=tool.name, args=args), self.outputs, len(self.chain)))
@@ -452,6 +464,8 @@ class TaskBuilder:
                     step, out = self.call_read(lister, {link[0]: self.refs[parent_t]}, f"list the {human(t)}")
                     where = self.pick_where(out or [], row, t)
                     ref.by = where
+                    if "id" not in where and self.matching_rows(t, where) > 1 and parent_t in self.entities:
+                        ref.within = self.entities[parent_t]  # unique only among the parent's: say the parent
             if step is None:
                 getter = self.ctx.tool_by_family("get", t)
                 if getter is None or not getter.parameters:
@@ -748,10 +762,11 @@ class TaskBuilder:
             tool = self.spec.tool(call.tool)
             if tool is None or tool.kind != "write":
                 continue
+            actors = actor_slots(list(tool.meta.get("phrasings") or []))
             for name, table in self.ctx.key_params(tool).items():
                 v = call.args.get(name)
                 if table == me.table and isinstance(v, str | int) and v != me.row.get("id") \
-                        and not _OTHER_PARTY.search(name):
+                        and (not _OTHER_PARTY.search(name) or name in actors):  # "I'm {buyer_id}": the buyer acts
                     return f"{call.tool}.{name}={v} is not the user {me.row.get('id')}"
                 if table != me.table and isinstance(v, str | int) and (row := self.world.row(table, v)) is not None:
                     other = someone_elses(self.spec, table, row, me.table, me.row.get("id"))

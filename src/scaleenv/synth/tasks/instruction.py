@@ -85,9 +85,19 @@ class EntityRef:
     self_facts: dict[str, Any] = field(default_factory=dict)
     """Facts of the user's own records the user knows besides those that name it (the e-mail, or the
     phone number of their line, the agent looks the user up by): profile key -> value."""
+    within: EntityRef | None = None
+    """The record this one is found under (the chain lists it from there), named with it when its
+    own facts match records elsewhere too ("the open check from 07:00 at dining table TBL-0040")."""
 
     def short(self) -> str:
-        """The entity without its noun: ``Rex (birth date 2017-09-03)`` or ``APT-0081``."""
+        """The entity without its noun: ``Rex (birth date 2017-09-03)`` or ``APT-0081``; with the record
+        it is found under where its facts alone name others too."""
+        own = self._own()
+        if self.within is None or self.phrase:
+            return own
+        return f"{own} at {self.within.describe()}"
+
+    def _own(self) -> str:
         if self.phrase:
             return self.phrase
         if not self.by or list(self.by) == ["id"]:
@@ -137,14 +147,20 @@ _NOUN_BEFORE = re.compile(r"(\w+)\s*$")
 # a phrasing in the customer's own voice: "my plans changed", "I'm moving away", "I lost the book"
 _CUSTOMER_VOICE = re.compile(r"\b(my|mine|me|I'm|I am|I've|I’m)\b|\bI (don't|no longer|can't|lost|changed|decided|"
                              r"collected|want|need to cancel|fixed|just)\b")
-_SELF_SLOT = re.compile(r"\b(?:me|myself|my account|mine)\s*\(\{(\w+)\}\)")
+_SELF_SLOT = re.compile(r"\b(?:me|myself|my account|mine)\s*\(\{(\w+)\}\)|\b(?:I'm|I am|I’m|this is|my account)\s+\{(\w+)\}")
+
+
+def actor_slots(phrasings: list[str]) -> set[str]:
+    """The parameters a tool's phrasings call the speaker ("I'm {buyer_id}", "from me ({customer_id})"):
+    the person who acts, whatever the parameter's name says."""
+    return {m.group(1) or m.group(2) for p in phrasings for m in _SELF_SLOT.finditer(p)}
 
 
 def _speaks_as_other(phrasing: str, goal: Goal, me: EntityRef | None) -> bool:
     """Whether the phrasing calls a slot's record the speaker ("from me ({customer_id})") while that
     record is someone else (another person, or a customer whose record a member of staff looks after)."""
     for m in _SELF_SLOT.finditer(phrasing):
-        ref = goal.refs.get(m.group(1))
+        ref = goal.refs.get(m.group(1) or m.group(2))  # "from me ({customer_id})", "I'm {buyer_id}"
         if ref is not None and ref is not me:
             return True
     return False
