@@ -318,6 +318,17 @@ _SPOKEN_ATTRIBUTES = {"phone": "phone number", "mobile": "mobile number", "email
 """Attributes people name in full ("I'd like to know my phone number", not "... my phone")."""
 
 
+def _first_filled(phrasings: list[str], slots: dict[str, Any], spec: DomainSpec, me: EntityRef | None,
+                  rng: random.Random) -> str | None:
+    """The first of ``phrasings`` that fills, from a random one on in turn, polished."""
+    start = rng.randrange(len(phrasings))
+    for i in range(len(phrasings)):
+        text = _fill(phrasings[(start + i) % len(phrasings)], slots, spec, me)
+        if text is not None:
+            return polish(text)
+    return None
+
+
 def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec,
                   me: EntityRef | None = None) -> str:
     """The goal as the user says it: one of the tool's phrasings that fits, else a plain sentence."""
@@ -336,18 +347,14 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
         voiced = [p for p in phrasings if _CUSTOMER_VOICE.search(p)]
         if voiced:
             # the other phrasings after them, before the tool's description ("for a client through an agent")
-            start = rng.randrange(len(voiced))
-            for i in range(len(voiced)):
-                text = _fill(voiced[(start + i) % len(voiced)], slots, spec, me)
-                if text is not None:
-                    return polish(text)
+            text = _first_filled(voiced, slots, spec, me, rng)
+            if text is not None:
+                return text
             phrasings = [p for p in phrasings if p not in voiced]
     if phrasings:
-        start = rng.randrange(len(phrasings))
-        for i in range(len(phrasings)):
-            text = _fill(phrasings[(start + i) % len(phrasings)], slots, spec, me)
-            if text is not None:
-                return polish(text)
+        text = _first_filled(phrasings, slots, spec, me, rng)
+        if text is not None:
+            return text
     fam = tool.meta.get("family")
     target = next((r for p, r in goal.refs.items()), None)
     mine = target is not None and target is me
