@@ -63,11 +63,20 @@ def test_telecom_finds_the_customer_by_name_and_by_the_phone_number_of_a_line():
     assert [f.tool for f in self_finders(spec, "customers")] == ["find_customers"]
     owned = owned_finders(spec, "customers")
     assert [(f.tool, f.column, f.via) for f in owned] == [("find_lines", "phone_number", "customer_id")]
-    # seed 21's telecom/00008 (a description task: "terminate my line ... register my Galaxy S24")
-    task = generate_task(context("telecom", 21), 21, 8)
-    assert is_customer(task)
-    assert finder_defect(context("telecom", 21).spec, task) is None
-    assert {"find_customers", "find_lines"} & set(task.tools)
+    # seed 21's telecom tasks (once a description task: "terminate my line ... register my Galaxy S24"):
+    # every customer task holds a finder (whichever attempts happen to be accepted)
+    ctx = context("telecom", 21)
+    tasks = []
+    for attempt in range(40):
+        try:
+            tasks.append(generate_task(ctx, 21, attempt))
+        except gen.TaskRejected:
+            continue
+    customers = [t for t in tasks if is_customer(t)]
+    assert len(customers) >= 3
+    for task in customers:
+        assert finder_defect(ctx.spec, task) is None
+        assert {"find_customers", "find_lines"} & set(task.tools)
 
 
 def test_the_check_names_a_task_whose_tools_or_profile_lack_the_finder():
@@ -393,9 +402,15 @@ def test_a_phrasing_that_calls_a_record_me_is_said_only_by_that_person():
 
     customer = EntityRef(table="customers", singular="customer", row={"id": "CUS-0005"})
     courier = EntityRef(table="couriers", singular="courier", row={"id": "CRR-0024"})
-    goal = SimpleNamespace(refs={"customer_id": customer})
+    goal = SimpleNamespace(refs={"customer_id": customer}, args={"customer_id": "CUS-0005"})
     phrasing = "Can a courier collect {parcel_count} parcels from me ({customer_id})?"
     assert _speaks_as_other(phrasing, goal, courier)
     assert _speaks_as_other(phrasing, goal, None)
     assert not _speaks_as_other(phrasing, goal, customer)
+    # play round 11, express_logistics/00018 (seed 5309): the customer given as a literal id, not a record
+    # of the chain, spoken by the courier Susan Cook
+    literal = SimpleNamespace(refs={}, args={"customer_id": "CUS-0023"})
+    assert _speaks_as_other(phrasing, literal, courier)
+    assert not _speaks_as_other(phrasing, literal,
+                                EntityRef(table="customers", singular="customer", row={"id": "CUS-0023"}))
     assert not _speaks_as_other("Cancel shipment {shipment_id}.", goal, courier)

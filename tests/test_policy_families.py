@@ -111,6 +111,7 @@ def test_a_blueprint_policy_naming_an_unknown_tool_is_refused():
 def test_refusal_tasks_change_nothing_and_name_the_rule(name):
     tasks = _family(name, "refusal", 3)
     assert tasks
+    assert any(f.rivals for t in tasks for f in t.answer_facts if f.name == REFUSAL_FACT)
     spec = context(name).spec
     for task in tasks:
         assert task.family == "refusal"
@@ -118,7 +119,10 @@ def test_refusal_tasks_change_nothing_and_name_the_rule(name):
         assert not task.verification.gold_keys
         fact = next(f for f in task.answer_facts if f.name == REFUSAL_FACT)
         rule = next(r for r in spec.policy.rules if r.reason == fact.value)
-        assert fact.rivals and rule.reason not in fact.rivals
+        # the other rules' reasons are rivals, but for one that a figure the gold chain shows would
+        # state too ("more than 200 dollars" beside an invoice of 200): a correct agent may say it
+        assert rule.reason not in (fact.rivals or [])
+        assert set(fact.rivals or []) <= {r.reason for r in spec.policy.rules if r.reason}
         assert len(task.forbidden) == 1 and task.forbidden[0].tool in rule.tools
         assert any(o.kind == "refusal" for o in task.user_profile.objectives)
         # the refused call is allowed by the tool, forbidden by the rule

@@ -185,13 +185,13 @@ class ArgSampler:
                 continue
             v = None
             if p.column:
-                # an enum too: a new pet's species comes from the same row as its breed and weight
+                # all or none of a table's values come from its anchor row: a new pet's species with its
+                # breed and weight, a review's 5 stars with its title and body
                 t, _, c = p.column.partition(".")
                 if t not in anchors:
-                    anchors[t] = self._random_row(t)
+                    anchors[t] = self._random_row(t) if self.rng.random() < 0.75 else None
                 row = anchors[t]
-                if row is not None and row.get(c) is not None and (p.enum is None or row[c] in p.enum) \
-                        and self.rng.random() < 0.75:
+                if row is not None and row.get(c) is not None and (p.enum is None or row[c] in p.enum):
                     v = row[c]
                     if p.type == "boolean" and v in (0, 1):
                         v = bool(v)  # SQLite stores booleans as 0/1

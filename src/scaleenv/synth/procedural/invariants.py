@@ -59,10 +59,16 @@ def entity_invariants(ent: Entity, bp: Blueprint | None = None) -> list[Invarian
         for key, op, word in (("future_in", ">=", "on or after"), ("past_in", "<=", "on or before")):
             for col, states in getattr(lc, key).items():
                 q = quote_ident(col)
+                timed = key == "past_in" and any(c.name == col and c.type == "datetime" for c in ent.columns)
+                # a past state's time is not later than the clock (nothing "completed at 14:45" at 09:00);
+                # a future state may sit earlier today (an 08:30 appointment that is checked in at 09:00)
+                check = (f"{q} IS NULL OR datetime({q}) <= datetime(:now)" if timed
+                         else f"{q} IS NULL OR substr({q}, 1, 10) {op} :today")
                 out.append(Invariant(
                     name=f"{t}.{col}_{key.removesuffix('_in')}_when_{'_'.join(states)}", kind="row", table=t,
-                    when=_in(lc.column, states), check=f"{q} IS NULL OR substr({q}, 1, 10) {op} :today",
-                    description=f"{col} lies {word} today when {lc.column} is {' or '.join(states)}",
+                    when=_in(lc.column, states), check=check,
+                    description=(f"{col} lies before now when {lc.column} is {' or '.join(states)}" if timed else
+                                 f"{col} lies {word} today when {lc.column} is {' or '.join(states)}"),
                     fix={"kind": "clock", "column": col, "side": key.removesuffix("_in")}))
     for c in ent.columns:
         if isinstance(c.gen, dict) and set(c.gen) == {"by"}:

@@ -768,6 +768,9 @@ class TaskBuilder:
                 if table == me.table and isinstance(v, str | int) and v != me.row.get("id") \
                         and (not _OTHER_PARTY.search(name) or name in actors):  # "I'm {buyer_id}": the buyer acts
                     return f"{call.tool}.{name}={v} is not the user {me.row.get('id')}"
+                if table != me.table and name in actors and isinstance(v, str | int):
+                    # "collect 5 parcels from me ({customer_id})": that customer acts, and the user is a courier
+                    return f"{call.tool}.{name}={v} is the acting {table} record, not the user {me.row.get('id')}"
                 if table != me.table and isinstance(v, str | int) and (row := self.world.row(table, v)) is not None:
                     other = someone_elses(self.spec, table, row, me.table, me.row.get("id"))
                     if other:

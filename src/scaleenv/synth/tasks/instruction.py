@@ -160,9 +160,14 @@ def _speaks_as_other(phrasing: str, goal: Goal, me: EntityRef | None) -> bool:
     """Whether the phrasing calls a slot's record the speaker ("from me ({customer_id})") while that
     record is someone else (another person, or a customer whose record a member of staff looks after)."""
     for m in _SELF_SLOT.finditer(phrasing):
-        ref = goal.refs.get(m.group(1) or m.group(2))  # "from me ({customer_id})", "I'm {buyer_id}"
+        slot = m.group(1) or m.group(2)
+        ref = goal.refs.get(slot)  # "from me ({customer_id})", "I'm {buyer_id}"
         if ref is not None and ref is not me:
             return True
+        value = goal.args.get(slot)
+        if ref is None and isinstance(value, str | int) and not isinstance(value, bool) \
+                and (me is None or value != me.row.get("id")):
+            return True  # a literal id of someone else: a courier is not "me (CUS-0023)"
     return False
 
 
@@ -245,7 +250,8 @@ def _render(val: EntityRef, text: str, bare: bool, spec: DomainSpec | None, me: 
 
 _ROLE_NOUNS = frozenset({"client", "customer", "patient", "member", "passenger", "guest", "owner", "student",
                          "candidate", "user", "couple", "traveler", "traveller", "subscriber", "applicant", "buyer",
-                         "seller", "renter", "tenant", "driver", "shopper", "diner", "learner", "patron", "resident"})
+                         "seller", "renter", "tenant", "driver", "shopper", "diner", "learner", "patron", "resident",
+                         "courier", "rider", "investor", "instructor", "trainer", "clinician", "employee", "player"})
 """Nouns that name a person by the role they play: the user is not "my client" but "me"."""
 _OF_END = re.compile(r"\bthe ((?:[a-z]+ ){0,2}[a-z]+) of\s*$")
 _VERB_END = re.compile(r"[a-z]\s*$")  # after a verb mid-sentence ("retire player {player_id}"): "retire me (...)"
@@ -282,11 +288,22 @@ def _fill(template: str, slots: dict[str, Any], spec: DomainSpec | None = None,
         if isinstance(val, EntityRef):
             out.append(_render(val, "".join(out), m.group(1) == val.singular, spec, me, out,
                                template[m.end():]))
+        elif _is_prose(val) and template[m.start() - 1 : m.start()] not in ("'", '"'):
+            # free text in quotes, its own full stop inside them: updated to "Sign model hit media away."
+            out.append(f'"{val}"')
+            pos = m.end() + (template[m.end():m.end() + 1] == ".")
+            continue
         else:
             out.append(_undouble_noun(say(val), out))
         pos = m.end()
     out.append(template[pos:])
     return "".join(out).replace("my\x00's ", "my ")
+
+
+def _is_prose(value: object) -> bool:
+    """A free-text value the user dictates word for word (a sentence, ending in its own stop)."""
+    return isinstance(value, str) and " " in value.strip() and value.rstrip()[-1:] in (".", "!", "?") \
+        and '"' not in value
 
 
 _AGGREGATE_WORDS = {"sum": "total", "total": "total", "avg": "average", "average": "average", "count": "number of",

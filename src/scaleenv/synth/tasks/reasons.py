@@ -48,6 +48,9 @@ class Reason(StrEnum):
     BULK_TARGET_FAILED = "bulk_target_failed"
     """The goal does not apply to (or change) every record the condition covers."""
     PROGRAM_MISMATCH = "program_mismatch"
+    ORDER_DEPENDENT = "order_dependent"
+    """A record the request creates also meets its selection (a new ticket among "every normal ticket"):
+    which records change would depend on the order of the writes."""
     """The query program's result differs from what the gold chain does or finds."""
     HORIZON_TOO_SHORT = "horizon_too_short"
     """A long-horizon attempt ended with fewer calls than the family asks for."""

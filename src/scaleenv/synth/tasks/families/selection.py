@@ -26,9 +26,10 @@ from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, column_phrase, drop_unit, human, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, next_id
-from scaleenv.tools.chain import ChainError, resolve_args
+from scaleenv.tools.chain import ChainError, resolve_args, run_chain
 from scaleenv.tools.runtime import run_tool
 from scaleenv.utils.dates import shift_iso
+from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
 
 _MONEY = ("price", "amount", "fee", "cost", "fare", "total", "rate", "charge", "premium", "rent", "budget")
@@ -330,6 +331,10 @@ class SelectionBuilder(TaskBuilder):
         assert tbl is not None
         target = self.world.row(t, row["id"])
         assert target is not None
+        speaker = self.speaker()
+        if speaker is not None and speaker.table == t:
+            # "freeze every active member of plan PLN-0010", said by one of them (the rest its look-alikes)
+            raise TaskRejected(Reason.NO_SELECTION, f"the user would be one of the {t} the selection picks")
         if self.me() is None:  # a member of staff speaks of the records it looks after
             for r in self.entities.values():
                 r.owner_word = "the"
@@ -437,6 +442,27 @@ class SelectionBuilder(TaskBuilder):
             return
         if sorted(str(i) for i in self.acted_on(initial)) != sorted(str(i) for i in self.sel.program["ids"]):
             raise TaskRejected(Reason.PROGRAM_MISMATCH, "the gold chain acts on other records than the program picks")
+        created = self.created_matches(initial)
+        if created:
+            raise TaskRejected(Reason.ORDER_DEPENDENT, f"the request creates {created[0]}, which the selection "
+                               "also covers: the outcome would depend on the order of the writes")
+
+    def created_matches(self, initial: bytes) -> list[Any]:
+        """Records the gold chain creates that the selection's program picks in the world after it ("resolve
+        every normal ticket of mine" and "open a new ticket" (normal by default): written first, the new
+        ticket is resolved too, and an agent cannot know which order was meant)."""
+        assert self.sel is not None and self.sel.program is not None
+        world = World.from_snapshot(self.spec, initial)
+        try:
+            pk = quote_ident(world.primary_key(self.sel.table))
+            before = {r[0] for r in world.conn.execute(f"SELECT {pk} FROM {quote_ident(self.sel.table)}")}
+            run_chain(world, self.spec, self.chain)
+            after = [r[0] for r in self.run_program(self.sel.program["sql"], self.sel.program["params"], world)]
+        except (ChainError, ScaleEnvError) as e:
+            raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
+        finally:
+            world.close()
+        return [i for i in after if i not in before]
 
 
 def say(value: object) -> str:

@@ -1,0 +1,151 @@
+"""Defects careful players met in play round 11 (seed 5309, every catalog domain), each fixed at the
+cause: a courier who booked a pickup "from me (CUS-0023)" for somebody else's account, a bulk change
+that the same request's new record would also fall under, a bulk over the user's own look-alikes,
+rentals of one car that overlap after they were returned, a past state dated later today than the
+clock, a dictated sentence that ended in two full stops, and a 5-star review with a 3-star text."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+
+from scaleenv.formats.task import Call
+from scaleenv.synth.audit import _created_in_selection
+from scaleenv.synth.tasks.families import generate_task
+from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+from scaleenv.synth.tasks.instruction import _fill
+from scaleenv.tools.chain import run_chain
+from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.patch import apply_patch
+from scaleenv.world.world import World
+from synth_helpers import context
+
+
+def test_a_dictated_sentence_is_quoted_and_ends_in_one_stop():
+    """second_hand_marketplace/00022: "updated to Sign model hit media away.." left the value's end unclear."""
+    text = _fill("Please have the description on listing {listing} updated to {text}.",
+                 {"listing": "LST-0073", "text": "Sign model hit media away."})
+    assert text == 'Please have the description on listing LST-0073 updated to "Sign model hit media away."'
+    # a title the template already quotes, and a name or an address, stay as they are
+    assert _fill("titled '{title}'.", {"title": "Love it."}) == "titled 'Love it.'."
+    assert _fill("ship to {address}.", {"address": "718 Murray Bridge"}) == "ship to 718 Murray Bridge."
+
+
+def test_returned_rentals_of_one_car_never_overlap():
+    """car_rental/00022: four returned rentals of CAR-0036 covered 2026-03-25 to 2026-04-05 together."""
+    for seed in (0, 1, 2):
+        ctx = context("car_rental", seed)
+        world = World.from_snapshot(ctx.spec, ctx.base)
+        states = world.conn.execute("SELECT COUNT(*) FROM rentals WHERE status = 'returned'").fetchone()[0]
+        overlaps = world.conn.execute(
+            "SELECT COUNT(*) FROM rentals a JOIN rentals b ON a.car_id = b.car_id AND a.id < b.id "
+            "WHERE a.status IN ('reserved', 'active', 'returned') AND b.status IN ('reserved', 'active', 'returned') "
+            "AND a.start_date <= b.end_date AND b.start_date <= a.end_date").fetchone()[0]
+        world.close()
+        assert states >= 3
+        assert overlaps == 0, seed
+
+
+def test_a_past_state_is_never_later_today_than_the_clock():
+    """Consultations "in progress" at 14:45 while the clock read 09:00: the clock rule compared dates."""
+    for seed in (0, 1, 2, 3):
+        ctx = context("healthcare_telemedicine", seed)
+        world = World.from_snapshot(ctx.spec, ctx.base)
+        late = world.conn.execute(
+            "SELECT id, scheduled_at, status FROM consultations WHERE status IN ('in_progress', 'completed', "
+            "'no_show') AND datetime(scheduled_at) > datetime(?)", (ctx.spec.clock,)).fetchall()
+        world.close()
+        assert late == [], (seed, late)
+    rule = next(i for i in ctx.spec.invariants if i.name.startswith("consultations.scheduled_at_past"))
+    assert "datetime(:now)" in (rule.check or "")
+
+
+def test_a_new_record_takes_every_value_from_one_row():
+    """retail/00021: "5 stars, titled 'Exactly as described'. Does the job, but I expected more for the
+    price.": the rating, title and body of a new review came from different rows."""
+    ctx = context("retail")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    tool = ctx.spec.tool("register_review")
+    assert tool is not None
+    rows = {(r[0], r[1], r[2]) for r in world.conn.execute("SELECT rating, title, body FROM reviews")}
+    sampler = ArgSampler(world, random.Random(5))
+    mixed = 0
+    for _ in range(60):
+        args = sampler.random_args(tool, optional_rate=0.0)
+        if {"rating", "title", "body"} <= set(args):
+            mixed += (args["rating"], args["title"], args["body"]) not in rows
+    world.close()
+    assert mixed <= 25  # a quarter of the draws use no anchor row at all; before, over half were mixed
+
+
+def test_a_courier_never_books_a_pickup_as_a_customer():
+    """express_logistics/00018: Susan Cook, a courier, asked "can a courier collect 5 parcels from me
+    (CUS-0023)", and CUS-0023 was Jackson Vazquez: a careful agent had to refuse."""
+    ctx = context("express_logistics", 5309)
+    seen = 0
+    for attempt in range(40):
+        try:
+            task = generate_task(ctx, 5309, attempt)
+        except TaskRejected:
+            continue
+        seen += 1
+        couriers = {r["id"] for rows in [task.initial_patch.get("couriers", [])] for r in rows}
+        for call in task.gold_chain:
+            if call.tool == "add_pickup_request":
+                customer = call.args.get("customer_id")
+                assert not (isinstance(customer, str) and f"me ({customer})" in task.instruction
+                            and "courier id" in task.user_profile.known), task.id
+        assert not ("courier id" in task.user_profile.known and couriers and " me (CUS-" in task.instruction)
+    assert seen >= 10
+
+
+def test_a_bulk_change_that_the_new_record_would_fall_under_is_caught():
+    """telecom/00014: "resolve every normal ticket of mine" and "open a ticket" (normal by default) in one
+    request: created first, the new ticket is resolved too. The audit names it; the generator rejects it."""
+    ctx = context("telecom")
+    task = None
+    for attempt in range(60):
+        with contextlib.suppress(TaskRejected):
+            t = generate_task(ctx, 0, attempt, ChainConfig(family_mix={"bulk": 1.0}))
+            program = t.verification.program or {}
+            if 'FROM "tickets"' in str(program.get("sql")):
+                task = t
+                break
+    assert task is not None
+    program = task.verification.program or {}
+    initial = World.from_snapshot(ctx.spec, ctx.base)
+    apply_patch(initial, task.initial_patch)
+    snap = initial.snapshot()
+    final = World.from_snapshot(ctx.spec, snap)
+    run_chain(final, ctx.spec, task.gold_chain)
+    assert _created_in_selection(task, initial, final) == []
+    # the same request with a new ticket that meets the condition (its customer, the condition's value)
+    target = initial.row("tickets", program["ids"][0])
+    assert target is not None
+    column = next(k for k in program["params"] if k != "parent")
+    filter_column = str(program["sql"]).split(" AND ")[1].split('"')[1]
+    assert column == "value"
+    create = Call(tool="create_ticket", purpose="goal", args={
+        "customer_id": target["customer_id"], "subject": target["subject"], "details": target["details"],
+        filter_column: target[filter_column]})
+    later = World.from_snapshot(ctx.spec, snap)
+    run_chain(later, ctx.spec, [*task.gold_chain, create])
+    created = task.model_copy(update={"gold_chain": [*task.gold_chain, create]})
+    found = _created_in_selection(created, initial, later)
+    assert len(found) == 1 and initial.row("tickets", found[0]) is None
+    for w in (initial, final, later):
+        w.close()
+
+
+def test_no_selection_picks_the_user_among_its_own_look_alikes():
+    """fitness_club/00000: "freeze membership every active member for plan PLN-0010", said by Leonard
+    Reed, and every such member was a Leonard Reed look-alike."""
+    ctx = context("fitness_club", 5309)
+    for family in ("bulk", "long", "computed", "description"):
+        for attempt in range(12):
+            with contextlib.suppress(TaskRejected):
+                task = generate_task(ctx, 5309, attempt, ChainConfig(family_mix={family: 1.0}))
+                program = task.verification.program or {}
+                persona = task.user_profile.persona
+                if 'FROM "members"' in str(program.get("sql")):
+                    assert not persona.startswith("You are ") or persona.startswith("You are a "), task.id
