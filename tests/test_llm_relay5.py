@@ -303,7 +303,9 @@ def test_a_task_world_gets_the_tools_test_fixture_rekeyed_instead_of_a_patch_req
     assert ex.patch == {"reservations": [{"id": "RES-0002", "start_date": "2026-07-01", "end_date": "2026-07-04",
                                           "status": "pending"}]}
     ctx.__dict__["llm_fixtures"] = {}
-    assert not _Exerciser(b, base, {}).try_tool("checkout_reservation")  # without it: a patch request (none left)
+    # without it, no fixture is lent: the row comes from the procedural patch or not at all (no request left)
+    _Exerciser(b, base, {}).try_tool("checkout_reservation")
+    assert b.record["fixture_patches"] == 1 and b.record["llm_patches"] == 0
 
 
 def test_only_the_distractor_table_that_changes_an_answer_is_left_out():

@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import random
 
+import pytest
+
 from scaleenv.formats.task import Call
 from scaleenv.synth.audit import _created_in_selection
 from scaleenv.synth.tasks.families import generate_task
@@ -149,3 +151,54 @@ def test_no_selection_picks_the_user_among_its_own_look_alikes():
                 persona = task.user_profile.persona
                 if 'FROM "members"' in str(program.get("sql")):
                     assert not persona.startswith("You are ") or persona.startswith("You are a "), task.id
+
+
+def test_a_statement_with_its_own_request_gets_no_second_one():
+    """project_management/00002: "budget freeze: put project ... on hold; please mark it on hold";
+    email_management/00013: "keep it as a draft; please mark it draft"."""
+    from scaleenv.synth.procedural.derive import with_request
+
+    assert with_request("Budget freeze: put project {project_id} on hold.", "on_hold") == \
+        "Budget freeze: put project {project_id} on hold."
+    assert with_request("Don't send {draft_id} later after all; keep it as a draft.", "draft") == \
+        "Don't send {draft_id} later after all; keep it as a draft."
+    assert with_request("Order {order_id} just left the warehouse.", "shipped") == \
+        "Order {order_id} just left the warehouse; please mark it shipped."
+
+
+def test_a_grade_is_said_with_its_column_and_a_proper_name_keeps_its_article():
+    """telecom: "every low ticket of mine"; smart_home/00016: "looking after the home The Silva Home"."""
+    from scaleenv.formats.domain import Column
+    from scaleenv.synth.tasks.families.selection import qualified
+    from scaleenv.synth.tasks.instruction import EntityRef, persona_of
+
+    assert qualified("ticket", Column(name="priority", enum=["low", "normal", "high"]), "low") == "low-priority ticket"
+    assert qualified("bill", Column(name="status", enum=["open", "paid"]), "open") == "open bill"
+    spec = context("smart_home").spec
+    home = EntityRef(table="homes", singular="home", row={"id": "HOM-0015", "name": "The Silva Home"}, display="name")
+    assert persona_of(spec, home) == "You are a staff member looking after The Silva Home."
+
+
+def test_paid_bills_are_settled_and_visas_are_not_filed_in_the_future():
+    """healthcare_telemedicine/00034: BIL-0052 "paid" with 7.82 of 230.44 paid; travel_agency/00014: a visa
+    "submitted 2026-06-19" when the clock read 2026-06-15."""
+    for seed in (0, 1, 2):
+        ctx = context("healthcare_telemedicine", seed)
+        world = World.from_snapshot(ctx.spec, ctx.base)
+        paid = world.conn.execute("SELECT COUNT(*), SUM(ROUND(amount - insurance_covered - patient_paid, 2) > 0) "
+                                  "FROM bills WHERE status = 'paid'").fetchone()
+        world.close()
+        assert paid[0] >= 1 and paid[1] == 0, (seed, paid)
+    # a visa application is filed on or before today: the tool that starts one refuses a later date
+    from scaleenv.errors import ToolError
+    from scaleenv.tools.runtime import run_tool
+
+    ctx = context("travel_agency")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    tool = ctx.spec.tool("create_visa_application")
+    assert tool is not None
+    client = world.conn.execute("SELECT id FROM clients ORDER BY id").fetchone()[0]
+    with pytest.raises(ToolError):
+        run_tool(world, tool, {"client_id": client, "country": "Peru", "submitted_on": "2026-06-19"})
+    assert run_tool(world, tool, {"client_id": client, "country": "Peru", "submitted_on": "2026-06-12"})
+    world.close()

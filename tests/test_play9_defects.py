@@ -149,7 +149,7 @@ def test_a_parenthesis_is_said_once_and_the_user_is_me_not_my_client():
     assert goals == ["If my wallet balance is at least 21, I want premium; my profile (Stephanie, email s@x.com).",
                      "Otherwise, rent TTL-0037 for my profile.", "Keep it (2 nights)."]
     assert polish("Reserve 1 room(s) for 3 night(s).") == "Reserve 1 room for 3 nights."
-    tasks = [t for t in _tasks_of("travel_agency", 131, range(40))
+    tasks = [t for seed in (131, 0, 1) for t in _tasks_of("travel_agency", seed, range(40))
              if any("room" in g for g in t.user_profile.goals)]
     assert tasks
     for t in tasks:
@@ -158,7 +158,8 @@ def test_a_parenthesis_is_said_once_and_the_user_is_me_not_my_client():
             assert f"my client ({name}" not in g and "(s)" not in g, g
     # a phrasing in the customer's voice that cannot be filled falls back to the others, not to the
     # tool's description ("Book seats on an open tour departure for a client through an agent")
-    booked = [g for t in _tasks_of("travel_agency", 131, range(40)) for g in t.user_profile.goals if "seat" in g]
+    booked = [g for seed in (131, 0, 1) for t in _tasks_of("travel_agency", seed, range(40))
+              for g in t.user_profile.goals if "seat" in g]
     assert booked and not any("through an agent" in g for g in booked), booked
 
 

@@ -537,7 +537,8 @@ def with_request(phrasing: str, to: str, person: bool = False) -> str:
                      text, re.IGNORECASE) or "?" in text
     first = re.match(r"\s*([A-Za-z']+)", text)
     imperative = bool(first and first.group(1).lower() in _IMPERATIVE_VERBS)
-    clause = re.search(r"[;,] *(?:then )?([a-z0-9']+)\b", text)  # "the pitch is frozen; postpone fixture ..."
+    # "the pitch is frozen; postpone fixture ...", "Budget freeze: put project ... on hold"
+    clause = re.search(r"[;,:] *(?:then )?([a-z0-9']+)\b", text)
     imperative = imperative or bool(clause and clause.group(1) in _IMPERATIVE_VERBS)
     if asks or imperative:
         return phrasing
@@ -545,7 +546,7 @@ def with_request(phrasing: str, to: str, person: bool = False) -> str:
 
 
 _IMPERATIVE_VERBS = {
-    "cancel", "close", "end", "renew", "update", "change", "delete", "remove", "freeze", "unfreeze", "pause", "resume",
+    "cancel", "close", "end", "keep", "renew", "update", "change", "delete", "remove", "freeze", "unfreeze", "pause", "resume",
     "reactivate", "suspend", "confirm", "approve", "reject", "book", "mark", "register", "record", "log", "set",
     "add", "put", "make", "give", "send", "move", "open", "reopen", "sign", "enroll", "enrol", "reserve", "schedule",
     "assign", "pay", "refund", "issue", "void", "start", "stop", "block", "unblock", "archive", "restore", "publish",

@@ -483,6 +483,8 @@ def persona_of(spec: DomainSpec, root: EntityRef | None) -> str:
     if me:
         return f"You are {me.rstrip('.')}."
     noun = human((spec.meta.get("entity_names") or {}).get(root.table) or root.singular)
+    if isinstance(name, str) and name.lower().startswith("the "):
+        return f"You are a staff member looking after {name}."  # not "the home The Silva Home"
     label = f"{noun} {name}" if name else f"{noun} {root.row['id']}"
     return f"You are a staff member looking after the {label}."
 

@@ -182,5 +182,7 @@ class BulkBuilder(SelectionBuilder):
             subject = f"every {self.sel.phrase}" if first else "each of them"
             text = selection_sentence(g, leaf, subject, self.entities, self.spec, self.me(), self.rng,
                                       later="them" if first else "it")
-            g.sentence = re.sub(r"\bit\b", "them", text) if first else text
+            # "discard each of them, I won't send them"; a dictated "Love it." in quotes stays as it is
+            parts = text.split('"')
+            g.sentence = '"'.join(re.sub(r"\bit\b", "them", p) if i % 2 == 0 else p for i, p in enumerate(parts))
             first = False

@@ -152,6 +152,8 @@ def qualified(noun: str, c: Column, value: Any) -> str:
     if len(words) == 1 and is_state(c) and said.lower() in _ACT_WORDS:
         # "every placed order of mine" reads as every order I placed: the state is said as one
         return f"{noun} that is still {said}"
+    if len(words) == 1 and c.name.lower() in _GRADE_COLUMNS:
+        return f"{said}-{c.name.lower()} {noun}"  # "every low-priority ticket", not "every low ticket"
     if len(words) == 1:
         return f"{said} {noun}"
     if is_state(c):
@@ -159,6 +161,10 @@ def qualified(noun: str, c: Column, value: Any) -> str:
     if len(words) == 2:
         return f"{'-'.join(words)} {noun}"
     return f"{noun} with {col_words(c)} {said}"
+
+
+_GRADE_COLUMNS = frozenset({"priority", "severity", "urgency", "level", "tier", "grade"})
+"""Columns whose one-word values grade the record and are said with the column ("high-severity")."""
 
 
 def words_of(c: Column) -> set[str]:
