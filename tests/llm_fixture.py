@@ -543,6 +543,12 @@ class PetCareScript:
                      if b.startswith(("get_", "list_", "count_", "total_"))][:6]
             return json.dumps({"edges": edges})
         if role == "chain":
+            if repair:  # a batched chain sent back alone (the repair names its task)
+                n = int(re.findall(r"chain for task (\d+)", " ".join(str(m["content"]) for m in messages))[-1])
+                return "```python\n" + CHAINS[n % len(CHAINS)] + "\n```"
+            batch = re.findall(r"^Task (\d+): goal tool", prompt, re.M)
+            if batch:  # one chain per task of the batch
+                return "\n".join(f"```python\n# task {n}\n{CHAINS[int(n) % len(CHAINS)]}\n```" for n in batch)
             n = int(re.search(r"Task number: (\d+)", prompt).group(1))
             return "```python\n" + CHAINS[n % len(CHAINS)] + "\n```"
         if role == "state":

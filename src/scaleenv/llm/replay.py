@@ -25,6 +25,14 @@ from scaleenv.llm.relay import Queue, RelayError, answer
 _TOOL = re.compile(r"^Tool name: (\w+)$", re.M)
 _TASK = re.compile(r"^Task number: (\d+)$", re.M)
 _CHAIN = re.compile(r"```python\n(.*?)```", re.S)
+_BATCH = re.compile(r"^Tasks: ([\d, ]+)", re.M)
+_TASK_BLOCK = re.compile(r"```python[^\n]*\n\s*#\s*task\s+(\d+)[^\n]*\n(.*?)```", re.S | re.I)
+
+
+def batch_tasks(body: dict[str, Any]) -> list[str]:
+    """The task numbers a batched chain prompt asks chains for ('Tasks: 4, 5, 6, 7'; [] for another prompt)."""
+    m = _BATCH.search(_user_text(body))
+    return [t for t in re.split(r"[,\s]+", m.group(1)) if t] if m else []
 
 
 def _user_text(body: dict[str, Any]) -> str:
@@ -78,6 +86,11 @@ class Replayer:
             rec = q.request(n)
             body = rec.get("body") or {}
             role = str(rec.get("role") or "")
+            tasks = batch_tasks(body) if role == "chain" else []
+            if tasks:  # a batched chain answer: one recorded chain per task it answered
+                for t, code in _TASK_BLOCK.findall(ans):
+                    out.append(_Recorded(n, role, t, _user_text(body), f"```python\n{code.strip()}\n```"))
+                continue
             out.append(_Recorded(n, role, subject(role, body), _user_text(body), ans))
         if not out:
             raise RelayError(f"{directory}: no answered requests to replay")
@@ -85,6 +98,9 @@ class Replayer:
 
     def answer_for(self, role: str, body: dict[str, Any]) -> str | None:
         """The recorded answer for this request, or None when its role was never answered."""
+        tasks = batch_tasks(body) if role == "chain" else []
+        if tasks:
+            return self._batch_answer(tasks)
         subj = subject(role, body)
         with self.lock:
             if subj:
@@ -103,6 +119,26 @@ class Replayer:
                                             -r.number))
             self.counts["nearest"] += 1
             return best.answer
+
+    def _batch_answer(self, tasks: list[str]) -> str | None:
+        """A batched chain request: each task's recorded chain (from a batched or a single chain
+        answer), labelled "# task N"; exact when every task has one, else nearest (the tasks without
+        one are left out: the build sends them back alone)."""
+        blocks = []
+        with self.lock:
+            for t in tasks:
+                same = [r for r in self.recorded if r.role == "chain" and r.subject == t]
+                k = self.used.get(("chain", t), 0)
+                if k < len(same):
+                    self.used[("chain", t)] = k + 1
+                    m = _CHAIN.search(same[k].answer)
+                    code = m.group(1) if m else same[k].answer
+                    blocks.append(f"```python\n# task {t}\n{code.strip()}\n```")
+            if not blocks:
+                self.counts["unanswered"] += 1
+                return None
+            self.counts["exact" if len(blocks) == len(tasks) else "nearest"] += 1
+        return "\n".join(blocks)
 
     def serve(self, queue: str | Path, idle: float = 30.0, poll: float = 0.1,
               stop: threading.Event | None = None) -> dict[str, int]:

@@ -23,6 +23,9 @@ class SynthConfig:
     max_dependency_pairs: int = 600
     # Phase 2
     chain_length: tuple[int, int] = (3, 8)
+    # chains proposed per chain request: the attempts of an aligned window of this many share one
+    # request (tools, tables, policy and rows said once); 1 asks for each attempt's chain alone
+    chain_batch: int = 4
     state_rounds: int = 2  # state agent: repair rounds when the chain does not execute
     patch_budget: int = 3  # patch-agent calls per task during expansion
     min_task_tools: int = 20  # |H| >= 20

@@ -1,0 +1,191 @@
+"""Issue 16's token target: the chains of several task attempts come from one request (the tools,
+tables, policy and rows said once), its tokens split over the tasks it served; an unusable chain of
+the batch goes back alone and rejects only its own task; replay and the cache still work."""
+
+from __future__ import annotations
+
+import re
+
+from llm_fixture import CHAINS, DROPPED, TOOLS, PetCareScript, database, implementation
+from scaleenv.formats.domain import DomainSpec
+from scaleenv.llm.accounting import TokenLedger
+from scaleenv.llm.base import estimate_tokens, messages_text
+from scaleenv.llm.cache import ResponseCache
+from scaleenv.llm.replay import Replayer
+from scaleenv.llm.scripted import ScriptedChatModel
+from scaleenv.llm.session import LLMConfig, LLMSession
+from scaleenv.synth.graph.build import build_graph
+from scaleenv.synth.llm.config import SynthConfig
+from scaleenv.synth.llm.design import DomainProfile, parse_database
+from scaleenv.synth.llm.implement import make_tool
+from scaleenv.synth.llm.seedrows import seed_world
+from scaleenv.synth.llm.tasks import _attempt_builder, chain_blocks
+from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.generate import TaskRejected
+
+PROFILE = DomainProfile("pet_care", "Pet Care", "A veterinary clinic's back office.", ["pets"])
+
+
+def _ctx() -> DomainContext:
+    design, problems = parse_database(database(), TOOLS, PROFILE, SynthConfig(min_tables=1))
+    assert not problems
+    tools = [make_tool(t, implementation(t["name"], first=False), design.param_columns,
+                       design.tool_tables[t["name"]])[0] for t in TOOLS if t["name"] not in DROPPED]
+    spec = DomainSpec(name="pet_care", tables=design.tables, tools=tools, meta={"title": "Pet Care", **design.meta})
+    return DomainContext(spec, seed_world(spec).snapshot(), build_graph(spec), {})
+
+
+def _session(responder=None, cache=None):
+    model = ScriptedChatModel(responder or PetCareScript())
+    return model, LLMSession(model, LLMConfig(model="scripted", concurrency=1), cache=cache)
+
+
+def _builders(ctx, session, attempts, cfg):
+    ask = session.scoped("pet_care")
+    return [_attempt_builder(ctx, ask, 0, a, cfg, None, None)[0] for a in attempts]
+
+
+def test_one_request_proposes_the_chains_of_a_window_of_attempts():
+    ctx = _ctx()
+    model, session = _session()
+    builders = _builders(ctx, session, range(4), SynthConfig(chain_batch=4))
+    chains = [b.write_chain(b.plan()[0]) for b in builders]
+    asked = [r for r in model.requests if r.role == "chain"]
+    assert len(asked) == 1  # four attempts, one request
+    prompt = asked[0].messages[1]["content"]
+    assert re.findall(r"^Task (\d+): goal tool (\w+)", prompt, re.M) == [
+        (str(b.attempt), b.plan()[2].name) for b in builders]
+    tools = prompt.split("goal tools first:\n")[1].split("\n\n")[0].splitlines()
+    names = [t.split("(")[0] for t in tools]
+    assert len(names) == len(set(names))  # each tool said once
+    assert prompt.count("Every record you look up must leave a trace") == 1
+    for b, calls in zip(builders, chains, strict=True):
+        assert [c.tool for c in calls] == [ln.split("=", 1)[1].split("(")[0].strip()
+                                           for ln in CHAINS[b.attempt % len(CHAINS)].splitlines()]
+    # a window further on is another request
+    _builders(ctx, session, [5], SynthConfig(chain_batch=4))[0].write_chain("medium")
+    assert model.count("chain") == 2
+
+
+def test_the_batched_request_costs_much_less_than_its_single_requests():
+    ctx = _ctx()
+    model, session = _session()
+    for b in _builders(ctx, session, range(4), SynthConfig(chain_batch=4)):
+        b.write_chain(b.plan()[0])
+    batch = estimate_tokens(messages_text(model.requests[-1].messages))
+    single, one = _session()
+    for b in _builders(ctx, one, range(4), SynthConfig(chain_batch=1)):
+        b.write_chain(b.plan()[0])
+    singles = [r for r in single.requests if r.role == "chain"]
+    assert len(singles) == 4 and all("Task number: " in r.messages[1]["content"] for r in singles)
+    total = sum(estimate_tokens(messages_text(r.messages)) for r in singles)
+    assert batch < 0.6 * total, (batch, total)
+
+
+def test_the_batch_tokens_are_split_over_the_tasks_it_served():
+    ctx = _ctx()
+    model, session = _session()
+    for b in _builders(ctx, session, range(4), SynthConfig(chain_batch=4)):
+        b.write_chain(b.plan()[0])
+    req = model.requests[-1]
+    spent = estimate_tokens(messages_text(req.messages))
+    summary = session.ledger.domain_summary("pet_care")
+    assert summary["by_role"]["chain"]["calls"] == 1
+    shares = [summary["by_task"][f"pet_care/{a:05d}"] for a in range(4)]
+    assert sum(s["prompt_tokens"] for s in shares) == spent == summary["by_role"]["chain"]["prompt_tokens"]
+    assert max(s["prompt_tokens"] for s in shares) - min(s["prompt_tokens"] for s in shares) <= 1
+    assert [s["calls"] for s in shares] == [1, 0, 0, 0]  # the calls add up to the requests made
+    assert summary["phase1"]["total_tokens"] == 0  # nothing of it lands outside the tasks
+
+
+def test_ledger_split_keeps_every_token():
+    led = TokenLedger()
+    led.record_shared("chain", "d", ["d/1", "d/2", "d/3"], 10, 5, cached=False)
+    s = led.domain_summary("d")
+    assert [s["by_task"][t]["prompt_tokens"] for t in ("d/1", "d/2", "d/3")] == [4, 3, 3]
+    assert [s["by_task"][t]["completion_tokens"] for t in ("d/1", "d/2", "d/3")] == [2, 2, 1]
+    assert s["total"]["total_tokens"] == 15 and s["phase2"]["total_tokens"] == 15 and s["phase2"]["calls"] == 1
+
+
+class _OneBadChain(PetCareScript):
+    """Task 1's chain in the batch makes no change; sent back alone it is fixed (``fix``) or not."""
+
+    def __init__(self, fix: bool):
+        super().__init__()
+        self.fix = fix
+
+    def __call__(self, request):
+        text = super().__call__(request)
+        role = request.messages[0]["content"].split("\n")[0]
+        if role == "Role: chain" and len(request.messages) == 2:
+            return re.sub(r"(# task 1\n)[^`]*", r'\1s0 = find_owner_by_email(email="x@example.com")\n', text)
+        if role == "Role: chain" and not self.fix:
+            return '```python\ns0 = find_owner_by_email(email="x@example.com")\n```'
+        return text
+
+
+def test_an_unusable_chain_of_the_batch_goes_back_alone_and_rejects_only_its_task():
+    ctx = _ctx()
+    for fix in (True, False):
+        model, session = _session(_OneBadChain(fix))
+        b0, b1, b2 = _builders(ctx, session, [0, 1, 2], SynthConfig(chain_batch=4))
+        assert b0.write_chain("medium") and b2.write_chain("medium")
+        if fix:
+            assert [c.tool for c in b1.write_chain("medium")][-1] == "update_owner_phone"
+        else:
+            try:
+                b1.write_chain("medium")
+                raise AssertionError("the unusable chain was taken")
+            except TaskRejected as e:
+                assert e.reason.value == "chain_unusable"
+        repairs = [r for r in model.requests if r.role == "chain" and len(r.messages) > 2]
+        assert repairs and "chain for task 1 could not be used" in repairs[0].messages[3]["content"]
+        assert "at least one write" in repairs[0].messages[3]["content"]
+        assert len(repairs) == (1 if fix else 2)  # the repair rounds of one chain request
+        summary = session.ledger.domain_summary("pet_care")
+        own = summary["by_task"]["pet_care/00001"]
+        assert own["calls"] == len(repairs)  # the repairs are task 1's alone
+        assert summary["by_task"]["pet_care/00000"]["calls"] == 1 and session.repairs["chain"] >= 1
+
+
+def test_a_rerun_takes_the_batch_from_the_cache(tmp_path):
+    ctx = _ctx()
+    cache = ResponseCache(tmp_path / "cache")
+    model, session = _session(cache=cache)
+    for b in _builders(ctx, session, range(3), SynthConfig(chain_batch=4)):
+        b.write_chain(b.plan()[0])
+    again, session2 = _session(cache=ResponseCache(tmp_path / "cache"))
+    b = _builders(ctx, session2, [2], SynthConfig(chain_batch=4))[0]
+    assert [c.tool for c in b.write_chain(b.plan()[0])]
+    assert again.count("chain") == 0 and session2.ledger.cache_hits == 1
+
+
+def test_chain_blocks_reads_the_task_lines():
+    text = "Here:\n```python\n# task 4\ns0 = a()\n```\n```python\n# Task 5\ns0 = b()\n```\n```python\ns0 = c()\n```"
+    assert chain_blocks(text) == {4: "# task 4\ns0 = a()\n", 5: "# Task 5\ns0 = b()\n"}
+
+
+def _body(user):
+    return {"model": "relay", "messages": [{"role": "system", "content": "Role: chain\n..."},
+                                           {"role": "user", "content": user}]}
+
+
+def test_replay_answers_a_batched_chain_request_from_single_or_batched_answers(tmp_path):
+    import threading
+
+    from scaleenv.llm.relay import Queue, answer
+
+    q = Queue(tmp_path / "old")
+    q.dir.mkdir()
+    lock, index = threading.Lock(), {}
+    for user, text in [("Task number: 0\n...", "```python\ns0 = a()\n```"),
+                       ("Task number: 1\n...", "```python\ns0 = b()\n```"),
+                       ("Tasks: 4, 5\n...", "```python\n# task 4\ns0 = d()\n```\n```python\n# task 5\ns0 = e()\n```")]:
+        answer(q.dir, q.enqueue(_body(user), lock, index), text)
+    r = Replayer.from_queue(q.dir)
+    got = r.answer_for("chain", _body("Domain: X\nTasks: 0, 1, 2, 3 (one chain each)\n..."))
+    assert chain_blocks(got) == {0: "# task 0\ns0 = a()\n", 1: "# task 1\ns0 = b()\n"}
+    assert r.counts["nearest"] == 1  # tasks 2 and 3 were never answered
+    assert r.answer_for("chain", _body("Task number: 5\n...")) == "```python\ns0 = e()\n```"
+    got = r.answer_for("chain", _body("Tasks: 4\n..."))
+    assert chain_blocks(got) == {4: "# task 4\ns0 = d()\n"} and r.counts["exact"] == 2
