@@ -526,6 +526,9 @@ class PetCareScript:
         if role == "database":
             return json.dumps(database(bad=not repair))
         if role == "code":
+            if '"code" and "tests"' in prompt:  # the code and its tests in one reply
+                return json.dumps({"code": implementation(tool.group(1), first=True),
+                                   "tests": canned_tests(tool.group(1))})
             return json.dumps(implementation(tool.group(1), first=True))
         if role == "test":
             return "```json\n" + json.dumps(canned_tests(tool.group(1))) + "\n```"

@@ -189,3 +189,94 @@ def test_replay_answers_a_batched_chain_request_from_single_or_batched_answers(t
     assert r.answer_for("chain", _body("Task number: 5\n...")) == "```python\ns0 = e()\n```"
     got = r.answer_for("chain", _body("Tasks: 4\n..."))
     assert chain_blocks(got) == {4: "# task 4\ns0 = d()\n"} and r.counts["exact"] == 2
+
+
+# --- a tool's code and its tests in one request -----------------------------------------------------
+
+def _implementer(cfg):
+    from scaleenv.synth.llm.implement import ToolImplementer
+
+    design, problems = parse_database(database(), TOOLS, PROFILE, SynthConfig(min_tables=1))
+    assert not problems
+    spec = DomainSpec(name="pet_care", tables=design.tables, meta={"title": "Pet Care", **design.meta})
+    model = ScriptedChatModel(PetCareScript())
+    session = LLMSession(model, LLMConfig(model="scripted", concurrency=1))
+    imp = ToolImplementer(session.scoped("pet_care"), "Pet Care", spec, seed_world(spec, 0).snapshot(),
+                          design.tool_tables, design.param_columns, cfg)
+    return model, imp
+
+
+def test_one_request_writes_a_tools_code_and_its_tests():
+    model, imp = _implementer(SynthConfig(min_tables=1))
+    abstract = next(t for t in TOOLS if t["name"] == "book_appointment")
+    built = imp.build(abstract)
+    assert built.admitted
+    assert [r.role for r in model.requests] == ["code"]  # no test request
+    prompt = model.requests[0].messages[1]["content"]
+    assert prompt.count("book_appointment (write):") == 1 and '"code" and "tests"' in prompt
+    touched = prompt.split("Tables it touches (the implementation reads and writes only these):\n")[1]
+    touched = touched.split("\n\n")[0]
+    tables = imp.tool_tables["book_appointment"]
+    assert {line.split(":")[0] for line in touched.splitlines() if ":" in line} >= set(tables)
+    # the parents a fixture row links to are shown apart, and get fresh ids too
+    parents = {c.foreign_key.split(".")[0] for t in tables for c in imp.spec.table(t).columns if c.foreign_key}
+    parents -= set(tables)
+    assert parents and all(f"\n{p}: id text PK" in prompt.split("Tables its rows link to")[1] for p in parents)
+    fresh = prompt.split("counting up from: ")[1].split(". The clock")[0]
+    assert {x.split(" ")[0] for x in fresh.split(", ")} >= set(tables) | parents
+    # the example asks for every required argument of its own tool
+    example = prompt.split('"tests": {"fixture"')[1]
+    assert all(f'"{p}"' in example.split('"kind": "positive"')[1].split("}")[0]
+               for p in ("pet_id", "vet_id", "scheduled_for", "reason"))
+
+
+def test_the_merged_request_costs_less_than_the_code_and_test_requests():
+    merged, imp = _implementer(SynthConfig(min_tables=1))
+    apart, imp2 = _implementer(SynthConfig(min_tables=1, code_with_tests=False))
+    for t in TOOLS[:6]:
+        imp.build(t)
+        imp2.build(t)
+    first = [r for r in merged.requests if len(r.messages) == 2 and r.role == "code"]
+    pairs = [r for r in apart.requests if len(r.messages) == 2 and r.role in ("code", "test")]
+    assert len(first) == 6 and len(pairs) == 12
+    a = sum(estimate_tokens(messages_text(r.messages)) for r in first)
+    b = sum(estimate_tokens(messages_text(r.messages)) for r in pairs)
+    # the tool and its tables are said once (pet care's tools are small: 10% on relay8's bike share)
+    assert a < b, (a, b)
+
+
+def test_a_merged_reply_without_its_tests_is_sent_back():
+    model, imp = _implementer(SynthConfig(min_tables=1))
+    import json as _json
+
+    from llm_fixture import implementation
+
+    model.push("code", _json.dumps({"code": implementation("get_pet", first=False)}))
+    built = imp.build(next(t for t in TOOLS if t["name"] == "get_pet"))
+    assert built.admitted and model.count("code") == 2 and model.count("test") == 0
+    assert '"tests"' in model.requests[1].messages[-1]["content"]
+
+
+def test_replay_composes_code_and_test_answers_for_a_merged_request(tmp_path):
+    import json as _json
+    import threading
+
+    from scaleenv.llm.relay import Queue, answer
+
+    q = Queue(tmp_path / "old")
+    q.dir.mkdir()
+    lock, index = threading.Lock(), {}
+
+    def body(role, user):
+        return {"model": "relay", "messages": [{"role": "system", "content": f"Role: {role}\n..."},
+                                               {"role": "user", "content": user}]}
+
+    for role, user, text in [("code", "Tool name: get_pet\nold", '{"implementation": "sql",\n "effects": []}'),
+                             ("test", "Tool name: get_pet\nold", '```json\n{"cases": [{"kind": "positive"}]}\n```')]:
+        answer(q.dir, q.enqueue(body(role, user), lock, index), text)
+    r = Replayer.from_queue(q.dir)
+    got = r.answer_for("code", body("code", 'Tool name: get_pet\nReply with ... "code" and "tests".'))
+    assert _json.loads(got) == {"code": {"implementation": "sql", "effects": []},
+                                "tests": {"cases": [{"kind": "positive"}]}}
+    assert '"implementation": "sql",\n "effects": []' in got  # as the reader wrote it
+    assert r.counts["exact"] == 2

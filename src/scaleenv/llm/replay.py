@@ -13,6 +13,7 @@ alike, and is counted as ``nearest`` so a report can say how much of the replay 
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import threading
 import time
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scaleenv.llm.parse import ParseError, parse_json
 from scaleenv.llm.relay import Queue, RelayError, answer
 
 _TOOL = re.compile(r"^Tool name: (\w+)$", re.M)
@@ -27,6 +29,19 @@ _TASK = re.compile(r"^Task number: (\d+)$", re.M)
 _CHAIN = re.compile(r"```python\n(.*?)```", re.S)
 _BATCH = re.compile(r"^Tasks: ([\d, ]+)", re.M)
 _TASK_BLOCK = re.compile(r"```python[^\n]*\n\s*#\s*task\s+(\d+)[^\n]*\n(.*?)```", re.S | re.I)
+
+
+_MERGED = '"code" and "tests"'
+
+
+def merged_code_tests(role: str, body: dict[str, Any]) -> bool:
+    """Whether a code request asks for the tool's code and its tests in one reply."""
+    return role == "code" and _MERGED in _user_text(body)
+
+
+def _object_text(text: str) -> str:
+    """The JSON object of an answer as written: from its first "{" to its last "}"."""
+    return text[text.index("{"):text.rindex("}") + 1]
 
 
 def batch_tasks(body: dict[str, Any]) -> list[str]:
@@ -91,6 +106,16 @@ class Replayer:
                 for t, code in _TASK_BLOCK.findall(ans):
                     out.append(_Recorded(n, role, t, _user_text(body), f"```python\n{code.strip()}\n```"))
                 continue
+            if merged_code_tests(role, body):  # one answer for the code and one for the tests
+                try:
+                    both = parse_json(ans, dict)
+                except ParseError:
+                    both = {}
+                if isinstance(both.get("code"), dict) and isinstance(both.get("tests"), dict):
+                    subj = subject(role, body)
+                    out.append(_Recorded(n, "code", subj, _user_text(body), json.dumps(both["code"])))
+                    out.append(_Recorded(n, "test", subj, _user_text(body), json.dumps(both["tests"])))
+                    continue
             out.append(_Recorded(n, role, subject(role, body), _user_text(body), ans))
         if not out:
             raise RelayError(f"{directory}: no answered requests to replay")
@@ -101,6 +126,8 @@ class Replayer:
         tasks = batch_tasks(body) if role == "chain" else []
         if tasks:
             return self._batch_answer(tasks)
+        if merged_code_tests(role, body):
+            return self._merged_answer(body)
         subj = subject(role, body)
         with self.lock:
             if subj:
@@ -119,6 +146,20 @@ class Replayer:
                                             -r.number))
             self.counts["nearest"] += 1
             return best.answer
+
+    def _merged_answer(self, body: dict[str, Any]) -> str | None:
+        """A request for a tool's code and tests at once: the recorded code answer and test answer of
+        that tool in one object (each the k-th of its tool, else the role's most alike, counted nearest)."""
+        code = self.answer_for("code", {"messages": [{}, {"content": _user_text(body).replace(_MERGED, "")}]})
+        tests = self.answer_for("test", body)
+        if code is None or tests is None:
+            return None
+        try:
+            parse_json(code, dict), parse_json(tests, dict)
+        except ParseError:
+            return None
+        # each part as it was written (its layout kept, so the replay's token figures are the reader's)
+        return f'{{"code": {_object_text(code)},\n "tests": {_object_text(tests)}}}'
 
     def _batch_answer(self, tasks: list[str]) -> str | None:
         """A batched chain request: each task's recorded chain (from a batched or a single chain

@@ -17,6 +17,9 @@ class SynthConfig:
     min_tables: int = 5
     max_tables: int = 20
     schema_rounds: int = 3  # database agent: validator feedback rounds
+    # the code agent writes a tool's implementation and its tests in one request (the tool and its
+    # tables said once); False asks the code and the test agents one after the other
+    code_with_tests: bool = True
     debug_rounds: int = 3  # debug agent: repair rounds per tool before it is dropped
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
     dependency_batch: int = 60  # tool pairs judged per dependency-agent call
