@@ -555,6 +555,14 @@ class PetCareScript:
             n = int(re.search(r"Task number: (\d+)", prompt).group(1))
             return "```python\n" + CHAINS[n % len(CHAINS)] + "\n```"
         if role == "state":
+            if "\nTasks: " in prompt:  # a batched state request: one part per task
+                parts = {n: f"counting up from: {ids}. The clock\n```python\n{chain}```" for n, ids, chain in re.findall(
+                    r"^Task (\d+): new rows use fresh ids counting up from: (.*?); .*?```python\n(.*?)```",
+                    prompt, re.M | re.S)}
+                if not repair:
+                    return json.dumps({"tasks": {n: state_for(p, first=True) for n, p in parts.items()}})
+                n = re.findall(r"chain of task (\d+)", " ".join(str(m["content"]) for m in messages))[-1]
+                return json.dumps(state_for(parts[n], first=False))
             return json.dumps(state_for(prompt, first=not repair))
         if role == "patch":
             return json.dumps(patch_for(prompt))

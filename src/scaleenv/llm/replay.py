@@ -126,6 +126,8 @@ class Replayer:
         tasks = batch_tasks(body) if role == "chain" else []
         if tasks:
             return self._batch_answer(tasks)
+        if role == "state" and batch_tasks(body):
+            return self._state_batch_answer(body)
         if merged_code_tests(role, body):
             return self._merged_answer(body)
         subj = subject(role, body)
@@ -160,6 +162,25 @@ class Replayer:
             return None
         # each part as it was written (its layout kept, so the replay's token figures are the reader's)
         return f'{{"code": {_object_text(code)},\n "tests": {_object_text(tests)}}}'
+
+    def _state_batch_answer(self, body: dict[str, Any]) -> str | None:
+        """A batched state request: each task's recorded state answer (found by its chain, as a single
+        state request is), as one {"tasks": {N: answer}} object; the tasks without one are left out."""
+        parts = []
+        sections = re.findall(r"^Task (\d+): .*?```python\n(.*?)```", _user_text(body), re.M | re.S)
+        with self.lock:
+            for n, chain in sections:
+                subj = re.sub(r"\s+", "", chain.replace("'", '"'))
+                same = [r for r in self.recorded if r.role == "state" and r.subject == subj]
+                k = self.used.get(("state", subj), 0)
+                if k < len(same):
+                    self.used[("state", subj)] = k + 1
+                    parts.append(f'"{n}": {_object_text(same[k].answer)}')
+            if not parts:
+                self.counts["unanswered"] += 1
+                return None
+            self.counts["exact" if len(parts) == len(sections) else "nearest"] += 1
+        return '{"tasks": {' + ",\n ".join(parts) + "}}"
 
     def _batch_answer(self, tasks: list[str]) -> str | None:
         """A batched chain request: each task's recorded chain (from a batched or a single chain

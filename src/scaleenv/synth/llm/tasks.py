@@ -47,7 +47,7 @@ from scaleenv.formats.task import (
     chain_to_python,
 )
 from scaleenv.llm.base import LLMOutputError
-from scaleenv.llm.parse import ParseError, fenced_blocks
+from scaleenv.llm.parse import ParseError, fenced_blocks, parse_json
 from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_chain
 from scaleenv.synth.llm.complexity import core_complexity, core_pairs
@@ -483,11 +483,66 @@ class LLMTaskBuilder(TaskBuilder):
             scratch.close()
         return ""
 
-    def write_state(self, density: int) -> bytes:
+    def state_request(self) -> dict[str, Any]:
+        """What a state request shows for this attempt's chain: its tables and the fresh ids its rows use."""
         tables = self.chain_tables()
+        return {"tables": tables,
+                "next_ids": next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50)))}
+
+    def batched_state(self) -> tuple[list[dict[str, str]], dict[str, Any]] | None:
+        """This attempt's part of the state request its chain window shares (the attempts whose chains
+        came usable from the batched chain request), and the conversation to send a part back in; None
+        when this attempt's chain is not the batch's (it was sent back alone) or the reply has no part."""
+        k = self.cfg.chain_batch
+        first = self.attempt // k * k
+        chains: dict[int, str] = self.ask.session.shared(("chain_batch", self.spec.name, self.seed, first, k),
+                                                         lambda: ([], "", {}))[2]
+        if chain_to_python(self.chain) != chain_to_python(parse_chain(chains.get(self.attempt) or "", self.spec)
+                                                          if chains.get(self.attempt) else []):
+            return None
+
+        def ask_batch() -> tuple[list[dict[str, str]], str, dict[str, Any]]:
+            mates = []
+            for a, b in self.batch_mates():
+                code = chains.get(a)
+                if code is None or b.check_chain(code):
+                    continue
+                b.chain = parse_chain(code, self.spec)
+                mates.append((a, b, b.state_request()))
+            tables = sorted({t for _, _, r in mates for t in r["tables"]})
+            lines = [f"Task {a}: new rows use fresh ids counting up from: {r['next_ids']}; "
+                     f"{max(1, b.plan()[1])} distractor(s) per new record.\nReference chain:\n```python\n"
+                     f"{chain_to_python(b.chain)}\n```" for a, b, r in mates]
+            msgs = render("state_batch", title=self.title, task_numbers=", ".join(str(a) for a, _, _ in mates),
+                          tables=rules_text(self.spec, tables), rows=sample_rows(self.world, tables, per_table=1),
+                          clock=self.spec.clock, tasks="\n\n".join(lines), first=mates[0][0] if mates else 0)
+            ids = [f"{self.spec.name}/{a:05d}" for a, _, _ in mates]
+            seen: list[str] = []
+
+            def parse(text: str) -> dict[str, Any]:
+                seen.append(text)
+                obj = parse_json(text, dict)
+                if not isinstance(obj.get("tasks"), dict):
+                    raise ParseError('the reply must be {"tasks": {task number: {"rows": ..., "distractors": ...}}}')
+                return {str(n).strip(): part for n, part in obj["tasks"].items()}
+
+            try:
+                parts = self.ask.for_tasks(ids).structured("state", msgs, parse, "one JSON object")
+            except LLMOutputError:
+                parts = {}
+            return msgs, seen[-1] if seen else "", parts
+
+        msgs, text, parts = self.ask.session.shared(("state_batch", self.spec.name, self.seed, first, k), ask_batch)
+        part = parts.get(str(self.attempt))
+        if not isinstance(part, dict) or not isinstance(part.get("rows"), dict):
+            return None
+        return [*msgs, {"role": "assistant", "content": text}], part
+
+    def write_state(self, density: int) -> bytes:
+        req = self.state_request()
+        tables = req["tables"]
         msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=rules_text(self.spec, tables),
-                      rows=sample_rows(self.world, tables, per_table=1),
-                      next_ids=next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50))),
+                      rows=sample_rows(self.world, tables, per_table=1), next_ids=req["next_ids"],
                       clock=self.spec.clock, distractors=max(1, density))
 
         def shape(obj: dict[str, Any]) -> list[str]:  # an object: ask.json expects one
@@ -496,13 +551,26 @@ class LLMTaskBuilder(TaskBuilder):
             unknown = [t for t in list(obj["rows"]) + list(obj.get("distractors") or {}) if self.spec.table(t) is None]
             return [f"unknown table(s) {sorted(set(unknown))}"] if unknown else []
 
+        batched = self.batched_state() if self.cfg.chain_batch > 1 and self.siblings is not None else None
+        if batched is not None and shape(batched[1]):
+            batched = None  # an unusable part: this task's state is asked alone
+        task_of = ""
+        given: dict[str, Any] = {}
+        if batched is not None:  # its part of a batched reply; a failure goes back for this task alone
+            msgs, given = batched
+            task_of = f" for task {self.attempt}"
+            self.record["state_batched"] = True
+
         error = ""
         obj: dict[str, Any] = {}
         for round_no in range(self.cfg.state_rounds + 1):
-            try:
-                obj = self.ask.json("state", msgs, validate=shape)
-            except LLMOutputError as e:
-                raise TaskRejected(Reason.STATE_UNUSABLE, str(e)[:200]) from None
+            if round_no == 0 and batched is not None:
+                obj = given
+            else:
+                try:
+                    obj = self.ask.json("state", msgs, validate=shape)
+                except LLMOutputError as e:
+                    raise TaskRejected(Reason.STATE_UNUSABLE, str(e)[:200]) from None
             error = ""
             if isinstance(obj.get("chain"), str):
                 try:
@@ -515,10 +583,16 @@ class LLMTaskBuilder(TaskBuilder):
             self.record["state_rounds"] = round_no + 1
             if not error:
                 break
+            if round_no == 0 and batched is not None:  # the batch's reply is already the last message
+                msgs = [*msgs, {"role": "user", "content": f"Executing the chain of task {self.attempt} on its rows "
+                                f"failed: {error}\nReply with the corrected JSON object for task {self.attempt} "
+                                "only: {\"rows\": ..., \"distractors\": ...}. If the chain itself is wrong, add "
+                                "\"chain\": the corrected Python chain as a string."}]
+                continue
             msgs = [*msgs, {"role": "assistant", "content": jdump(obj)},
-                    {"role": "user", "content": f"Executing the chain on these rows failed: {error}\nReply with the "
-                     "corrected JSON object (same format). If the chain itself is wrong, add \"chain\": the corrected "
-                     "Python chain as a string."}]
+                    {"role": "user", "content": f"Executing the chain{task_of} on these rows failed: {error}\nReply "
+                     "with the corrected JSON object (same format). If the chain itself is wrong, add \"chain\": the "
+                     "corrected Python chain as a string."}]
         else:
             raise TaskRejected(Reason.STATE_NOT_EXECUTABLE, error[:200])
         self.new_rows = self._with_ids(obj.get("rows"))
