@@ -280,3 +280,63 @@ def test_replay_composes_code_and_test_answers_for_a_merged_request(tmp_path):
                                 "tests": {"cases": [{"kind": "positive"}]}}
     assert '"implementation": "sql",\n "effects": []' in got  # as the reader wrote it
     assert r.counts["exact"] == 2
+
+
+# --- the states of a window's attempts in one request ------------------------------------------------
+
+def _chain_and_state(builders):
+    for b in builders:
+        b.chain = b.write_chain(b.plan()[0])
+        b.write_state(b.plan()[1])
+
+
+def test_one_request_writes_the_states_of_a_chain_window():
+    ctx = _ctx()
+    model, session = _session()
+    builders = _builders(ctx, session, range(3), SynthConfig(chain_batch=4))
+    _chain_and_state(builders)
+    states = [r for r in model.requests if r.role == "state"]
+    first = states[0].messages[1]["content"]
+    assert first.startswith("Domain: Pet Care\nTasks: 0, 1, 2, 3 (one set of rows each")
+    assert first.count("\nReference chain:\n```python\n") == 4 and first.count("never reuse an example") == 1
+    # task 1's part (the invoice of the wrong amount) fails and goes back alone; 0 and 2 take theirs
+    assert len(states) == 2 and "chain of task 1 on its rows failed" in states[1].messages[-1]["content"]
+    assert [b.record["state_rounds"] for b in builders] == [1, 2, 1]
+    assert all(b.record.get("state_batched") for b in builders)
+    for b in builders:
+        assert b._executes() == "" and b.new_rows  # each task's own rows run its own chain
+    by_task = session.ledger.domain_summary("pet_care")["by_task"]
+    assert by_task["pet_care/00001"]["calls"] == 1  # its repair (the shared requests count for task 0)
+    assert by_task["pet_care/00000"]["calls"] == 2 and by_task["pet_care/00003"]["total_tokens"] > 0
+
+
+def test_a_chain_sent_back_alone_gets_its_state_alone():
+    ctx = _ctx()
+    model, session = _session(_OneBadChain(fix=True))
+    builders = _builders(ctx, session, range(3), SynthConfig(chain_batch=4))
+    _chain_and_state(builders)
+    states = [r.messages[1]["content"] for r in model.requests if r.role == "state" and len(r.messages) == 2]
+    assert len(states) == 2 and "\nTasks: 0, 2, 3 " in states[0]  # task 1's chain came from its repair
+    assert states[1].startswith("Domain: Pet Care\n\nReference chain:") and "liam.ortiz" in states[1]
+    assert [bool(b.record.get("state_batched")) for b in builders] == [True, False, True]
+
+
+def test_replay_composes_batched_state_answers(tmp_path):
+    import json as _json
+    import threading
+
+    from scaleenv.llm.relay import Queue, answer
+
+    q = Queue(tmp_path / "old")
+    q.dir.mkdir()
+    lock, index = threading.Lock(), {}
+    single = {"model": "relay", "messages": [{"role": "system", "content": "Role: state\n..."}, {
+        "role": "user", "content": "Domain: X\n\nReference chain:\n```python\ns0 = a(x='1')\n```\nold"}]}
+    answer(q.dir, q.enqueue(single, lock, index), '{"rows": {"t": [{"id": "T-1"}]}}')
+    r = Replayer.from_queue(q.dir)
+    batch = {"model": "relay", "messages": [{"role": "system", "content": "Role: state\n..."}, {
+        "role": "user", "content": 'Domain: X\nTasks: 4, 5 (one set of rows each)\n\nTask 4: fresh ids ...\n'
+                                   'Reference chain:\n```python\ns0 = a(x="1")\n```\n\nTask 5: ...\n'
+                                   'Reference chain:\n```python\ns0 = b()\n```\n'}]}
+    got = r.answer_for("state", batch)
+    assert _json.loads(got) == {"tasks": {"4": {"rows": {"t": [{"id": "T-1"}]}}}} and r.counts["nearest"] == 1
