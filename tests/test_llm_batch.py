@@ -222,7 +222,7 @@ def test_one_request_writes_a_tools_code_and_its_tests():
     parents = {c.foreign_key.split(".")[0] for t in tables for c in imp.spec.table(t).columns if c.foreign_key}
     parents -= set(tables)
     assert parents and all(f"\n{p}: id text PK" in prompt.split("Tables its rows link to")[1] for p in parents)
-    fresh = prompt.split("counting up from: ")[1].split(". The clock")[0]
+    fresh = prompt.split("counting up from: ")[1].split(".\nThe clock")[0]
     assert {x.split(" ")[0] for x in fresh.split(", ")} >= set(tables) | parents
     # the example asks for every required argument of its own tool
     example = prompt.split('"tests": {"fixture"')[1]

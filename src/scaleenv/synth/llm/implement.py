@@ -304,7 +304,7 @@ class ToolImplementer:
         parents = [t for t in and_parents(self.spec, names) if t not in names]
         msgs = render("code_test", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
                       tables=tables_text(self.spec, names, with_parents=False),
-                      parents=("Tables its rows link to (for fixture rows):\n"
+                      parents=("\nTables its rows link to (for fixture rows):\n"
                                + tables_text(self.spec, parents, with_parents=False) + "\n") if parents else "",
                       rows=rows, id_examples=self.id_examples(names), next_ids=ids, clock=self.spec.clock)
         out = self.ask.for_tool(abstract["name"]).json("code", msgs, validate=_check_code_tests)
