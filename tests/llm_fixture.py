@@ -526,6 +526,9 @@ class PetCareScript:
         if role == "database":
             return json.dumps(database(bad=not repair))
         if role == "code":
+            if '"code" and "tests"' in prompt:  # the code and its tests in one reply
+                return json.dumps({"code": implementation(tool.group(1), first=True),
+                                   "tests": canned_tests(tool.group(1))})
             return json.dumps(implementation(tool.group(1), first=True))
         if role == "test":
             return "```json\n" + json.dumps(canned_tests(tool.group(1))) + "\n```"
@@ -543,9 +546,23 @@ class PetCareScript:
                      if b.startswith(("get_", "list_", "count_", "total_"))][:6]
             return json.dumps({"edges": edges})
         if role == "chain":
+            if repair:  # a batched chain sent back alone (the repair names its task)
+                n = int(re.findall(r"chain for task (\d+)", " ".join(str(m["content"]) for m in messages))[-1])
+                return "```python\n" + CHAINS[n % len(CHAINS)] + "\n```"
+            batch = re.findall(r"^Task (\d+): goal tool", prompt, re.M)
+            if batch:  # one chain per task of the batch
+                return "\n".join(f"```python\n# task {n}\n{CHAINS[int(n) % len(CHAINS)]}\n```" for n in batch)
             n = int(re.search(r"Task number: (\d+)", prompt).group(1))
             return "```python\n" + CHAINS[n % len(CHAINS)] + "\n```"
         if role == "state":
+            if "\nTasks: " in prompt:  # a batched state request: one part per task
+                parts = {n: f"counting up from: {ids}. The clock\n```python\n{chain}```" for n, ids, chain in re.findall(
+                    r"^Task (\d+): new rows use fresh ids counting up from: (.*?); .*?```python\n(.*?)```",
+                    prompt, re.M | re.S)}
+                if not repair:
+                    return json.dumps({"tasks": {n: state_for(p, first=True) for n, p in parts.items()}})
+                n = re.findall(r"chain of task (\d+)", " ".join(str(m["content"]) for m in messages))[-1]
+                return json.dumps(state_for(parts[n], first=False))
             return json.dumps(state_for(prompt, first=not repair))
         if role == "patch":
             return json.dumps(patch_for(prompt))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -99,8 +100,9 @@ def implementer():
     assert not problems
     spec = DomainSpec(name="pet_care", tables=design.tables, meta={"title": "Pet Care", **design.meta})
     model = ScriptedChatModel(PetCareScript())
+    # the code and the test agents asked apart (synth.code_with_tests off): their own prompts
     imp = ToolImplementer(_ask(model), "Pet Care", spec, seed_world(spec, 0).snapshot(), design.tool_tables,
-                          design.param_columns, CFG)
+                          design.param_columns, dataclasses.replace(CFG, code_with_tests=False))
     return model, imp
 
 

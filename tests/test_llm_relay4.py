@@ -68,8 +68,10 @@ def test_the_state_agent_is_told_which_rule_its_chain_breaks():
 
 
 def test_the_chain_prompt_shows_the_policy_rules_of_its_tools():
-    model, b = _builder(_ctx(forbid="SELECT 1", tool="record_vaccination"))
-    b.write_chain("medium")  # the goal is record_vaccination
+    ctx = _ctx(forbid="SELECT 1", tool="record_vaccination")
+    model, b = next((m, x) for m, x in map(lambda a: _builder(ctx, a), range(40))
+                    if x.plan()[2].name == "record_vaccination")
+    b.write_chain("medium")
     prompt = model.requests[-1].messages[1]["content"]
     assert "- A visit can be booked only within 30 days. (record_vaccination)" in prompt
     _, plain = _builder(_ctx())

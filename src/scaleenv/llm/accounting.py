@@ -59,6 +59,34 @@ class TokenLedger:
             else:
                 _add(self.fresh, prompt, completion)
 
+    def record_shared(self, role: str, domain: str | None, tasks: list[str], prompt: int, completion: int,
+                      cached: bool) -> None:
+        """One request that served several ``tasks`` (a batched chain request): counted once in the
+        totals and per role; per task, its tokens are split evenly (the remainder to the first tasks)
+        and the call is counted for the first task only, so the tasks' figures add up to the request."""
+        if not tasks:
+            self.record(role, domain, None, prompt, completion, cached)
+            return
+        with self._lock:
+            _add(self.total, prompt, completion)
+            _add(self.by_role[role or "-"], prompt, completion)
+            if domain:
+                _add(self.by_domain[domain], prompt, completion)
+                _add(self.by_domain_role[domain][role or "-"], prompt, completion)
+            n = len(tasks)
+            for i, task in enumerate(tasks):
+                b = self.by_task[task]
+                p = prompt // n + (1 if i < prompt % n else 0)
+                c = completion // n + (1 if i < completion % n else 0)
+                b["calls"] += 1 if i == 0 else 0
+                b["prompt_tokens"] += p
+                b["completion_tokens"] += c
+                b["total_tokens"] += p + c
+            if cached:
+                self.cache_hits += 1
+            else:
+                _add(self.fresh, prompt, completion)
+
     def count_requests(self, attempts: int = 1) -> None:
         """``attempts`` requests reached the backend for one call (all but the first were retries)."""
         with self._lock:

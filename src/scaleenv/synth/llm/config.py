@@ -17,12 +17,18 @@ class SynthConfig:
     min_tables: int = 5
     max_tables: int = 20
     schema_rounds: int = 3  # database agent: validator feedback rounds
+    # the code agent writes a tool's implementation and its tests in one request (the tool and its
+    # tables said once); False asks the code and the test agents one after the other
+    code_with_tests: bool = True
     debug_rounds: int = 3  # debug agent: repair rounds per tool before it is dropped
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
     dependency_batch: int = 60  # tool pairs judged per dependency-agent call
     max_dependency_pairs: int = 600
     # Phase 2
     chain_length: tuple[int, int] = (3, 8)
+    # chains proposed per chain request: the attempts of an aligned window of this many share one
+    # request (tools, tables, policy and rows said once); 1 asks for each attempt's chain alone
+    chain_batch: int = 4
     state_rounds: int = 2  # state agent: repair rounds when the chain does not execute
     patch_budget: int = 3  # patch-agent calls per task during expansion
     min_task_tools: int = 20  # |H| >= 20

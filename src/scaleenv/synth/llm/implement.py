@@ -205,6 +205,13 @@ def _check_tests(obj: object) -> list[str]:
     return problems
 
 
+def _check_code_tests(obj: object) -> list[str]:
+    """The problems of a reply holding a tool's code and its tests (each part checked as on its own)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("code"), dict) or not isinstance(obj.get("tests"), dict):
+        return ['the reply must be one JSON object {"code": {...}, "tests": {"fixture": ..., "cases": [...]}}']
+    return [f"code: {p}" for p in _check_impl(obj["code"])] + [f"tests: {p}" for p in _check_tests(obj["tests"])]
+
+
 def _check_debug(obj: object) -> list[str]:
     if not isinstance(obj, dict):
         return ["the reply must be a JSON object"]
@@ -290,7 +297,21 @@ class ToolImplementer:
         reply: dict[str, Any] = self.ask.for_tool(abstract["name"]).json("code", msgs, validate=_check_impl)
         return reply
 
-    def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
+    def code_and_tests(self, abstract: dict[str, Any], names: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The code agent's implementation and tests of one tool from one request: the tool, its tables,
+        the filler's ids and the clock said once (what the code and the test prompts each showed)."""
+        rows, ids = self._rows_and_ids(names)
+        parents = [t for t in and_parents(self.spec, names) if t not in names]
+        msgs = render("code_test", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
+                      tables=tables_text(self.spec, names, with_parents=False),
+                      parents=("\nTables its rows link to (for fixture rows):\n"
+                               + tables_text(self.spec, parents, with_parents=False) + "\n") if parents else "",
+                      rows=rows, id_examples=self.id_examples(names), next_ids=ids, clock=self.spec.clock)
+        out = self.ask.for_tool(abstract["name"]).json("code", msgs, validate=_check_code_tests)
+        tests = out["tests"]
+        return out["code"], {"fixture": tests.get("fixture") or {}, "cases": tests["cases"]}
+
+    def _rows_and_ids(self, names: list[str]) -> tuple[str, str]:
         world = World.from_snapshot(self.spec, self.base)
         try:
             # ids and links only: the filler obeys the typed constraints, not the rules the descriptions
@@ -299,6 +320,10 @@ class ToolImplementer:
             ids = next_ids_text(next_ids(world, and_parents(self.spec, names), skip=100))
         finally:
             world.close()
+        return rows, ids
+
+    def tests(self, abstract: dict[str, Any], names: list[str], tables: str) -> dict[str, Any]:
+        rows, ids = self._rows_and_ids(names)
         msgs = render("test", title=self.title, tool_name=abstract["name"], tool=self._tool_text(abstract),
                       tables=tables, rows=rows, next_ids=ids, clock=self.spec.clock)
         out = self.ask.for_tool(abstract["name"]).json("test", msgs, validate=_check_tests)
@@ -344,10 +369,14 @@ class ToolImplementer:
         names, tables = self._tables(name)
         history: list[dict[str, Any]] = []
         try:
-            impl = self.code(abstract)
-            # the codes the code agent named reach the test (and debug) prompts as the tool's errors
-            shown = with_new_errors(abstract, impl)
-            tests = same_record_errors(self.tests(shown, names, tables), shown)
+            if self.cfg.code_with_tests:
+                impl, tests = self.code_and_tests(abstract, names)
+                tests = same_record_errors(tests, with_new_errors(abstract, impl))
+            else:
+                impl = self.code(abstract)
+                # the codes the code agent named reach the test (and debug) prompts as the tool's errors
+                shown = with_new_errors(abstract, impl)
+                tests = same_record_errors(self.tests(shown, names, tables), shown)
         except LLMOutputError as e:  # unusable output drops the tool; a failing endpoint stops the build
             return _dropped(name, 0, [f"no usable implementation or tests: {e}"], history)
         failures: list[str] = []

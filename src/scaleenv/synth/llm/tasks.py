@@ -28,6 +28,7 @@ import json
 import random
 import re
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from scaleenv.formats.task import (
     chain_to_python,
 )
 from scaleenv.llm.base import LLMOutputError
-from scaleenv.llm.parse import fenced_blocks
+from scaleenv.llm.parse import ParseError, fenced_blocks, parse_json
 from scaleenv.llm.session import Scoped
 from scaleenv.synth.llm.chaincode import ChainCodeError, literal_values, parse_chain
 from scaleenv.synth.llm.complexity import core_complexity, core_pairs
@@ -152,6 +153,28 @@ def fixtures_of(ctx: DomainContext) -> dict[str, dict[str, list[dict[str, Any]]]
     return out
 
 
+CHAIN_REPAIR = ("Your chain for task {task} could not be used:\n{problems}\n\nReply again with one ```python code "
+                "block: the complete, corrected chain for task {task} only, and nothing else.")
+
+_TASK_LINE = re.compile(r"^\s*#\s*task\s+(\d+)\b", re.IGNORECASE)
+
+
+def chain_blocks(text: str) -> dict[int, str]:
+    """The chains of a batched reply by task number: each ```python block whose first line is
+    "# task N" (ParseError when none is)."""
+    out: dict[int, str] = {}
+    for lang, body in fenced_blocks(text):
+        if lang not in ("python", "py", ""):
+            continue
+        first = next((ln for ln in body.splitlines() if ln.strip()), "")
+        m = _TASK_LINE.match(first)
+        if m and int(m.group(1)) not in out:
+            out[int(m.group(1))] = body
+    if not out:
+        raise ParseError('no ```python block starts with a line "# task N" (N: the task number)')
+    return out
+
+
 def _norm(v: object) -> str:
     return re.sub(r"\s+", " ", str(v)).strip().lower()
 
@@ -164,6 +187,9 @@ class LLMTaskBuilder(TaskBuilder):
         self.cfg = cfg
         self.title = str((ctx.spec.meta or {}).get("title") or ctx.spec.name)
         self.new_rows: dict[str, list[dict[str, Any]]] = {}
+        self._plan: tuple[str, int, ToolSpec] | None = None
+        # the builder of another attempt (None where a procedural family serves it): for batched chains
+        self.siblings: Callable[[int], LLMTaskBuilder | None] | None = None
         self.record: dict[str, Any] = {"state_rounds": 0, "llm_patches": 0, "procedural_patches": 0, "gate": [],
                                        "chains": 1, "distractors": "llm"}
 
@@ -238,15 +264,28 @@ class LLMTaskBuilder(TaskBuilder):
                 lines.append(f"- {r.kind}: {summary(r.text, 120)}")
         return "\n".join(lines) or "(none)"
 
-    def write_chain(self, level: str) -> list[Call]:
-        goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
-            [t for t in self.spec.tools if t.kind == "write"])
-        if goal is None:
-            raise TaskRejected(Reason.NO_GOAL_TOOLS)
+    def plan(self) -> tuple[str, int, ToolSpec]:
+        """The attempt's tier, distractor density and goal tool, drawn once (in this order) from its own
+        stream, so a sibling attempt can compute them for a batched chain request (same draws as ever)."""
+        if self._plan is None:
+            # the three older tiers in their old shares unless a tier is set (same draws, same tasks)
+            level = self.tier = self.tier or self.rng.choices(["easy", "medium", "hard"], [0.3, 0.45, 0.25])[0]
+            _, (d_lo, d_hi), _, _ = LEVELS[level]
+            density = self.rng.randint(max(1, d_lo), max(1, d_hi))
+            goal = self.pick_goal_tool(self.ctx.goal_tools) or self.pick_goal_tool(
+                [t for t in self.spec.tools if t.kind == "write"])
+            if goal is None:
+                raise TaskRejected(Reason.NO_GOAL_TOOLS)
+            self._plan = (level, density, goal)
+        return self._plan
+
+    def chain_request(self) -> dict[str, Any]:
+        """What a chain request shows for this attempt: its goal, the tools around it, the tables whose
+        rows are shown (the formats of the literals a customer states: the tables the lookups search
+        and the goal acts on, not every table a shown tool touches) and the chain's length bounds."""
+        level, _, goal = self.plan()
         tools = self.neighbourhood(goal)
         names = {t.name for t in tools}
-        # rows (formats of the literals a customer states) of the tables the lookups search and the
-        # goal acts on, not of every table a shown tool touches
         looks = lookup_tools(self.spec)
         tables = sorted({t for t, ns in looks.items() if names & set(ns)} | set(_tables_of(goal)))
         lo, hi = self.config.min_length, self.config.max_length
@@ -254,26 +293,110 @@ class LLMTaskBuilder(TaskBuilder):
             hi = min(hi, max(lo, 4))
         elif level in ("hard", "expert"):
             lo = min(hi, max(lo, 4))
+        return {"goal": goal, "tools": tools, "names": names, "tables": tables, "min_len": lo, "max_len": hi}
 
-        def check(code: str) -> list[str]:
-            try:
-                calls = parse_chain(code, self.spec)
-            except ChainCodeError as e:
-                return e.problems
-            problems = []
-            if not any(_tool(self.spec, c.tool).kind == "write" for c in calls):
-                problems.append("the chain must contain at least one write tool call")
-            if len(calls) > self.config.max_length:
-                problems.append(f"the chain has {len(calls)} calls; at most {self.config.max_length}")
-            return problems
+    def check_chain(self, code: str) -> list[str]:
+        """The problems of a chain the model wrote (empty when it parses and can be used)."""
+        try:
+            calls = parse_chain(code, self.spec)
+        except ChainCodeError as e:
+            return e.problems
+        problems = []
+        if not any(_tool(self.spec, c.tool).kind == "write" for c in calls):
+            problems.append("the chain must contain at least one write tool call")
+        if len(calls) > self.config.max_length:
+            problems.append(f"the chain has {len(calls)} calls; at most {self.config.max_length}")
+        return problems
 
-        msgs = render("chain", title=self.title, task_number=self.attempt, tables=rules_text(self.spec, tables),
+    def write_chain(self, level: str) -> list[Call]:
+        if self.cfg.chain_batch > 1 and self.siblings is not None:
+            return self.write_chain_batched()
+        req = self.chain_request()
+        goal, tools, names = req["goal"], req["tools"], req["names"]
+        msgs = render("chain", title=self.title, task_number=self.attempt, tables=rules_text(self.spec, req["tables"]),
                       tools="\n".join(tool_sig(t) for t in tools), edges=self.edges_text(goal.name, names),
                       lookups=self.lookups_text(tools), policy=self.policy_text(names),
-                      rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
-                      goal_tool=goal.name, min_len=lo, max_len=hi)
+                      rows=sample_rows(self.world, req["tables"], per_table=1), clock=self.spec.clock,
+                      goal_tool=goal.name, min_len=req["min_len"], max_len=req["max_len"])
         try:
-            code = self.ask.code("chain", msgs, validate=check)
+            code = self.ask.code("chain", msgs, validate=self.check_chain)
+        except LLMOutputError as e:
+            raise TaskRejected(Reason.CHAIN_UNUSABLE, str(e)[:200]) from None
+        return parse_chain(code, self.spec)
+
+    # --- 1b. chains of several attempts in one request -------------------------------------------
+    def batch_mates(self) -> list[tuple[int, LLMTaskBuilder]]:
+        """The attempts whose chains one request proposes with this one's: those of its aligned window of
+        ``cfg.chain_batch`` attempts that an LLM chain serves (not a procedural family) and that have a goal."""
+        k = self.cfg.chain_batch
+        first = self.attempt // k * k
+        mates: list[tuple[int, LLMTaskBuilder]] = []
+        for a in range(first, first + k):
+            b = self if a == self.attempt else (self.siblings(a) if self.siblings is not None else None)
+            if b is None:
+                continue
+            try:
+                b.plan()
+            except TaskRejected:
+                continue
+            mates.append((a, b))
+        return mates
+
+    def batch_messages(self, mates: list[tuple[int, LLMTaskBuilder]]) -> list[dict[str, str]]:
+        """One chain prompt for all of ``mates``: the tools, tables, lookups, policy and rows said once
+        (the union of what each attempt's own prompt shows), then each task's goal, length and edges."""
+        reqs = [(a, b.chain_request()) for a, b in mates]
+        tools: list[ToolSpec] = []
+        for t in [r["goal"] for _, r in reqs] + [t for _, r in reqs for t in r["tools"]]:
+            if t.name not in {x.name for x in tools}:
+                tools.append(t)
+        names = {t.name for t in tools}
+        tables = sorted({t for _, r in reqs for t in r["tables"]})
+        lines = [f"Task {a}: goal tool {r['goal'].name}; {r['min_len']} to {r['max_len']} calls; the goal tool's "
+                 f"direct dependencies: {self.edges_text(r['goal'].name, r['names'])}" for a, r in reqs]
+        return render("chain_batch", title=self.title, task_numbers=", ".join(str(a) for a, _ in reqs),
+                      tables=rules_text(self.spec, tables), tools="\n".join(tool_sig(t) for t in tools),
+                      lookups=self.lookups_text(tools), policy=self.policy_text(names),
+                      rows=sample_rows(self.world, tables, per_table=1), clock=self.spec.clock,
+                      tasks="\n".join(lines))
+
+    def write_chain_batched(self) -> list[Call]:
+        """This attempt's chain from the request its window shares (asked once, by whichever attempt
+        needs it first; its tokens are split over the window's tasks). A chain of the batch that is
+        missing or unusable goes back to the model alone, charged to this task: it rejects only this task."""
+        k = self.cfg.chain_batch
+        key = ("chain_batch", self.spec.name, self.seed, self.attempt // k * k, k)
+
+        def ask_batch() -> tuple[list[dict[str, str]], str, dict[int, str]]:
+            mates = self.batch_mates()
+            msgs = self.batch_messages(mates)
+            ids = [f"{self.spec.name}/{a:05d}" for a, _ in mates]
+            seen: list[str] = []
+
+            def parse(text: str) -> dict[int, str]:
+                seen.append(text)
+                return chain_blocks(text)
+
+            try:
+                blocks = self.ask.for_tasks(ids).structured(
+                    "chain", msgs, parse, 'one ```python code block per task, each starting with "# task N"')
+            except LLMOutputError:
+                blocks = {}
+            return msgs, seen[-1] if seen else "", blocks
+
+        msgs, text, blocks = self.ask.session.shared(key, ask_batch)
+        code = blocks.get(self.attempt)
+        problems = [f"the reply has no chain for task {self.attempt}"] if code is None else self.check_chain(code)
+        if not problems:
+            return parse_chain(code or "", self.spec)
+        self.record["chain_repairs"] = 1
+        self.ask.session.count_repair("chain")
+        convo = [*msgs, {"role": "assistant", "content": text},
+                 {"role": "user", "content": CHAIN_REPAIR.format(
+                     task=self.attempt, problems="\n".join(f"- {p}" for p in problems[:25]))}]
+        try:
+            code = self.ask.code("chain", convo, validate=self.check_chain,
+                                 rounds=max(0, self.ask.config.repair_rounds - 1))
         except LLMOutputError as e:
             raise TaskRejected(Reason.CHAIN_UNUSABLE, str(e)[:200]) from None
         return parse_chain(code, self.spec)
@@ -360,11 +483,66 @@ class LLMTaskBuilder(TaskBuilder):
             scratch.close()
         return ""
 
-    def write_state(self, density: int) -> bytes:
+    def state_request(self) -> dict[str, Any]:
+        """What a state request shows for this attempt's chain: its tables and the fresh ids its rows use."""
         tables = self.chain_tables()
+        return {"tables": tables,
+                "next_ids": next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50)))}
+
+    def batched_state(self) -> tuple[list[dict[str, str]], dict[str, Any]] | None:
+        """This attempt's part of the state request its chain window shares (the attempts whose chains
+        came usable from the batched chain request), and the conversation to send a part back in; None
+        when this attempt's chain is not the batch's (it was sent back alone) or the reply has no part."""
+        k = self.cfg.chain_batch
+        first = self.attempt // k * k
+        chains: dict[int, str] = self.ask.session.shared(("chain_batch", self.spec.name, self.seed, first, k),
+                                                         lambda: ([], "", {}))[2]
+        if chain_to_python(self.chain) != chain_to_python(parse_chain(chains.get(self.attempt) or "", self.spec)
+                                                          if chains.get(self.attempt) else []):
+            return None
+
+        def ask_batch() -> tuple[list[dict[str, str]], str, dict[str, Any]]:
+            mates = []
+            for a, b in self.batch_mates():
+                code = chains.get(a)
+                if code is None or b.check_chain(code):
+                    continue
+                b.chain = parse_chain(code, self.spec)
+                mates.append((a, b, b.state_request()))
+            tables = sorted({t for _, _, r in mates for t in r["tables"]})
+            lines = [f"Task {a}: new rows use fresh ids counting up from: {r['next_ids']}; "
+                     f"{max(1, b.plan()[1])} distractor(s) per new record.\nReference chain:\n```python\n"
+                     f"{chain_to_python(b.chain)}\n```" for a, b, r in mates]
+            msgs = render("state_batch", title=self.title, task_numbers=", ".join(str(a) for a, _, _ in mates),
+                          tables=rules_text(self.spec, tables), rows=sample_rows(self.world, tables, per_table=1),
+                          clock=self.spec.clock, tasks="\n\n".join(lines), first=mates[0][0] if mates else 0)
+            ids = [f"{self.spec.name}/{a:05d}" for a, _, _ in mates]
+            seen: list[str] = []
+
+            def parse(text: str) -> dict[str, Any]:
+                seen.append(text)
+                obj = parse_json(text, dict)
+                if not isinstance(obj.get("tasks"), dict):
+                    raise ParseError('the reply must be {"tasks": {task number: {"rows": ..., "distractors": ...}}}')
+                return {str(n).strip(): part for n, part in obj["tasks"].items()}
+
+            try:
+                parts = self.ask.for_tasks(ids).structured("state", msgs, parse, "one JSON object")
+            except LLMOutputError:
+                parts = {}
+            return msgs, seen[-1] if seen else "", parts
+
+        msgs, text, parts = self.ask.session.shared(("state_batch", self.spec.name, self.seed, first, k), ask_batch)
+        part = parts.get(str(self.attempt))
+        if not isinstance(part, dict) or not isinstance(part.get("rows"), dict):
+            return None
+        return [*msgs, {"role": "assistant", "content": text}], part
+
+    def write_state(self, density: int) -> bytes:
+        req = self.state_request()
+        tables = req["tables"]
         msgs = render("state", title=self.title, chain=chain_to_python(self.chain), tables=rules_text(self.spec, tables),
-                      rows=sample_rows(self.world, tables, per_table=1),
-                      next_ids=next_ids_text(next_ids(self.world, tables, skip=40 + 20 * (self.attempt % 50))),
+                      rows=sample_rows(self.world, tables, per_table=1), next_ids=req["next_ids"],
                       clock=self.spec.clock, distractors=max(1, density))
 
         def shape(obj: dict[str, Any]) -> list[str]:  # an object: ask.json expects one
@@ -373,13 +551,26 @@ class LLMTaskBuilder(TaskBuilder):
             unknown = [t for t in list(obj["rows"]) + list(obj.get("distractors") or {}) if self.spec.table(t) is None]
             return [f"unknown table(s) {sorted(set(unknown))}"] if unknown else []
 
+        batched = self.batched_state() if self.cfg.chain_batch > 1 and self.siblings is not None else None
+        if batched is not None and shape(batched[1]):
+            batched = None  # an unusable part: this task's state is asked alone
+        task_of = ""
+        given: dict[str, Any] = {}
+        if batched is not None:  # its part of a batched reply; a failure goes back for this task alone
+            msgs, given = batched
+            task_of = f" for task {self.attempt}"
+            self.record["state_batched"] = True
+
         error = ""
         obj: dict[str, Any] = {}
         for round_no in range(self.cfg.state_rounds + 1):
-            try:
-                obj = self.ask.json("state", msgs, validate=shape)
-            except LLMOutputError as e:
-                raise TaskRejected(Reason.STATE_UNUSABLE, str(e)[:200]) from None
+            if round_no == 0 and batched is not None:
+                obj = given
+            else:
+                try:
+                    obj = self.ask.json("state", msgs, validate=shape)
+                except LLMOutputError as e:
+                    raise TaskRejected(Reason.STATE_UNUSABLE, str(e)[:200]) from None
             error = ""
             if isinstance(obj.get("chain"), str):
                 try:
@@ -392,10 +583,16 @@ class LLMTaskBuilder(TaskBuilder):
             self.record["state_rounds"] = round_no + 1
             if not error:
                 break
+            if round_no == 0 and batched is not None:  # the batch's reply is already the last message
+                msgs = [*msgs, {"role": "user", "content": f"Executing the chain of task {self.attempt} on its rows "
+                                f"failed: {error}\nReply with the corrected JSON object for task {self.attempt} "
+                                "only: {\"rows\": ..., \"distractors\": ...}. If the chain itself is wrong, add "
+                                "\"chain\": the corrected Python chain as a string."}]
+                continue
             msgs = [*msgs, {"role": "assistant", "content": jdump(obj)},
-                    {"role": "user", "content": f"Executing the chain on these rows failed: {error}\nReply with the "
-                     "corrected JSON object (same format). If the chain itself is wrong, add \"chain\": the corrected "
-                     "Python chain as a string."}]
+                    {"role": "user", "content": f"Executing the chain{task_of} on these rows failed: {error}\nReply "
+                     "with the corrected JSON object (same format). If the chain itself is wrong, add \"chain\": the "
+                     "corrected Python chain as a string."}]
         else:
             raise TaskRejected(Reason.STATE_NOT_EXECUTABLE, error[:200])
         self.new_rows = self._with_ids(obj.get("rows"))
@@ -674,10 +871,8 @@ class LLMTaskBuilder(TaskBuilder):
 
     # --- the whole attempt ----------------------------------------------------------------------------
     def run(self) -> Task:
-        # the three older tiers in their old shares unless a tier is set (same draws, same tasks)
-        level = self.tier = self.tier or self.rng.choices(["easy", "medium", "hard"], [0.3, 0.45, 0.25])[0]
-        _, (d_lo, d_hi), withheld, _ = LEVELS[level]
-        density = self.rng.randint(max(1, d_lo), max(1, d_hi))
+        level, density, _ = self.plan()
+        withheld = LEVELS[level][2]
         # unusable model output rejects the attempt; a failing endpoint (LLMError) stops the build
         self.chain = self.write_chain(level)
         initial = self.write_state(density)
@@ -1016,6 +1211,37 @@ class _Exerciser:
         return False
 
 
+def _attempt_builder(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig,
+                     family_mix: dict[str, float] | None,
+                     tier_mix: dict[str, float] | None) -> tuple[TaskBuilder, str]:
+    """The builder of ``attempt`` and its family: the task agents' (``direct``) or a procedural family's."""
+    from scaleenv.synth.tasks.families import FAMILIES, pick_family
+    from scaleenv.synth.tasks.tiers import draw_tier
+
+    task_ask = ask.for_task(f"{ctx.spec.name}/{attempt:05d}")
+    builder: TaskBuilder
+    family = DEFAULT_FAMILY
+    if family_mix is None:
+        builder = LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg)
+    else:
+        rng = random.Random(f"family:{seed}:{ctx.spec.name}:{attempt}")
+        family = pick_family(ctx, rng, family_mix)
+        if family == DEFAULT_FAMILY:
+            builder = LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg)
+        else:
+            lo, hi = cfg.chain_length
+            builder = FAMILIES[family](ctx, seed, attempt, ChainConfig(min_length=lo, max_length=hi,
+                                                                       min_tools=cfg.min_task_tools))
+        builder.tier = draw_tier(rng, tier_mix, builder.tiers)
+    if isinstance(builder, LLMTaskBuilder):
+        def sibling(a: int) -> LLMTaskBuilder | None:
+            b, _ = _attempt_builder(ctx, ask, seed, a, cfg, family_mix, tier_mix)
+            return b if isinstance(b, LLMTaskBuilder) else None
+
+        builder.siblings = sibling
+    return builder, family
+
+
 def generate_llm_task(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, cfg: SynthConfig,
                       family_mix: dict[str, float] | None = None, tier_mix: dict[str, float] | None = None) -> Task:
     """One LLM-built, verified task for ``attempt`` or TaskRejected (token use is charged to the task).
@@ -1023,23 +1249,10 @@ def generate_llm_task(ctx: DomainContext, ask: Scoped, seed: int, attempt: int, 
     With a ``family_mix`` the family is drawn per attempt as the procedural back end draws it: the
     ``direct`` family is written by the task agents, the others (whose logic is procedural over the
     spec: computed, description, bulk, ...) by their procedural builders on the LLM-made domain,
-    where the domain can host them (``verification.synthesis`` says which)."""
-    from scaleenv.synth.tasks.families import FAMILIES, pick_family
-    from scaleenv.synth.tasks.tiers import draw_tier
-
-    task_ask = ask.for_task(f"{ctx.spec.name}/{attempt:05d}")
-    if family_mix is None:
-        return LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg).run()
-    rng = random.Random(f"family:{seed}:{ctx.spec.name}:{attempt}")
-    family = pick_family(ctx, rng, family_mix)
-    builder: TaskBuilder
-    if family == DEFAULT_FAMILY:
-        builder = LLMTaskBuilder(ctx, task_ask, seed, attempt, cfg)
-    else:
-        lo, hi = cfg.chain_length
-        builder = FAMILIES[family](ctx, seed, attempt, ChainConfig(min_length=lo, max_length=hi,
-                                                                   min_tools=cfg.min_task_tools))
-    builder.tier = draw_tier(rng, tier_mix, builder.tiers)
+    where the domain can host them (``verification.synthesis`` says which). The chains of an aligned
+    window of ``cfg.chain_batch`` direct attempts come from one request (see
+    :meth:`LLMTaskBuilder.write_chain_batched`)."""
+    builder, family = _attempt_builder(ctx, ask, seed, attempt, cfg, family_mix, tier_mix)
     task = builder.run()
     if family != DEFAULT_FAMILY:
         task.verification.backend = "llm"
