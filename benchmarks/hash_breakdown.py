@@ -4,8 +4,8 @@
     python benchmarks/hash_breakdown.py [--world bench | --world UNIVERSE] [--reps 40]
 
 For each table: its rows, the full-scan aggregate SQLite runs (``TableCodec.scan_sql``), the same
-aggregate with raw column values in ``json_array`` (what the canonical-real expressions cost), and the
-floor of reading every value (``length()`` of each column, no text built); then the Python steps over
+aggregate with raw column values in one ``json_array`` (no canonical reals and no tail: what those two
+change), and the floor of reading every value (``length()`` of each column, no text built); then the Python steps over
 every table's text (split, digests, their sum) and the whole cold ``state_hash``. Best of ``--reps``, so
 that a loaded machine's pauses drop out; compare figures within one run.
 """
