@@ -4,8 +4,8 @@
     python benchmarks/hash_breakdown.py [--world bench | --world UNIVERSE] [--reps 40]
 
 For each table: its rows, the full-scan aggregate SQLite runs (``TableCodec.scan_sql``), the same
-aggregate with raw column values in ``json_array`` (what the canonical-real expressions cost), and the
-floor of reading every value (``length()`` of each column, no text built); then the Python steps over
+aggregate with raw column values in one ``json_array`` (no canonical reals and no tail: what those two
+change), and the floor of reading every value (``length()`` of each column, no text built); then the Python steps over
 every table's text (split, digests, their sum) and the whole cold ``state_hash``. Best of ``--reps``, so
 that a loaded machine's pauses drop out; compare figures within one run.
 """
@@ -77,7 +77,7 @@ def main() -> None:
         floor = f"SELECT sum({' + '.join(f'length(CAST({c} AS BLOB))' for c in cols)}) FROM {t}"
         figures = [_best(lambda q=q: conn.execute(q).fetchone(), a.reps) for q in (codec.scan_sql, raw, floor)]
         totals = [x + y for x, y in zip(totals, figures, strict=True)]
-        text = conn.execute(codec.scan_sql).fetchone()[1] or b""
+        text = conn.execute(codec.scan_sql).fetchone()[-1] or b""
         texts.append(text)
         n = conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
         print(f"{table.name:18s} {n:6d} {len(cols):4d} {len(text) / 1e3:8.1f} " + " ".join(f"{x:8.3f}" for x in figures))

@@ -32,9 +32,9 @@ from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.utils.fs import atomic_write_bytes, atomic_write_text
 
-FORMAT = "scaleenv-universe/4"
-"""The universe format; 4: tasks record state hashes of encoding 4 (``world/canon.py`` ``HASH_VERSION``)."""
-_OLD_FORMATS = {"scaleenv-universe/1": 1, "scaleenv-universe/2": 2, "scaleenv-universe/3": 3}  # format: the hash encoding its tasks record
+FORMAT = "scaleenv-universe/5"
+"""The universe format; 5: tasks record state hashes of encoding 5 (``world/canon.py`` ``HASH_VERSION``)."""
+_OLD_FORMATS = {f"scaleenv-universe/{n}": n for n in (1, 2, 3, 4)}  # format: the hash encoding its tasks record
 DOMAIN_NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,99}$")
 """What a domain may be called (a catalog name or an LLM back end's slug): no paths, no numbers-as-JSON."""
 

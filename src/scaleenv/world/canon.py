@@ -7,7 +7,9 @@ whole number of millionths, ``x == n / 1e6`` for ``n = trunc(r + 0.5)`` where ``
 when ``r < 0``), as that integer ``n`` (prices, rates, ``1.0`` as ``1000000``: exact, and computed with
 IEEE operations that every platform rounds alike; for ``x`` the double nearest ``m / 1e6``, ``r`` is
 within 0.477 of ``m``, so ``n`` is ``m``); any other real as the string of its ``repr``; a blob as
-``{"blob": HEX}``.
+``{"blob": HEX}``. One exception, the *tail*: in a table with a column of type json that is not its
+primary key (the last such column, :attr:`TableCodec.tail`), a row whose value there is a text leaves
+that value out of the array and has its UTF-8 bytes, as they are, follow the array's closing bracket.
 A value in a real column is taken as a real (SQLite's REAL affinity stores every number there as one).
 A row's digest is the XXH3-128 (seed 0) of that text, as an unsigned integer
 (``xxhash.xxh3_128_intdigest``); a table's digests combine as their sum modulo ``2**128 - 1`` (``world.py``).
@@ -17,6 +19,9 @@ constraints and affinity), so each position of the array holds one kind of value
 escaped and quoted, so the array parses back to exactly its values. In a real column the text is NULL, a
 JSON integer or a JSON string: a JSON integer ``n`` is written only when ``n / 1e6`` (one correctly
 rounded division) is the real, so ``n`` determines the real; a string is ``repr``, which round-trips.
+A JSON array is self-delimiting (reading from the start, its closing bracket is known), so a tail, which
+follows it, is exactly the bytes after that bracket, whatever they hold; the array has one value fewer
+when a tail follows than when the tail column's value is in it, so the two forms never meet.
 Two rows with the same text therefore hold the same values.
 
 Why a non-cryptographic digest is enough: no reward reads the state hash. An episode is scored by
@@ -30,7 +35,8 @@ cost of BLAKE2b-128 plus ``int.from_bytes`` per row (measured: 1.1 ms against 18
 Computing that text row by row in Python costs most of a full scan, so :func:`table_digests` has SQLite
 build it instead: one ``json_array`` per row (only reals that are no whole number of millionths call back
 into Python, for their ``repr``) and one aggregate per table that returns every row's text in a single
-value, split here (the separator, 0x1E, is never raw in JSON text) and hashed in one ``map``. A full scan
+value, split here (the separator, 0x1E, is never raw in JSON text; a tail holding one makes more parts
+than rows, and the table takes the Python path) and hashed in one ``map``. A full scan
 adds the digests up without making an integer of each: the digests' bytes, joined, are one big integer
 whose value modulo ``2**128 - 1`` is their sum (``2**128`` is 1 modulo ``2**128 - 1``). Only real columns get the
 canonical-real expression: the schema's CHECK constraints keep reals out of every other column. SQLite's
@@ -43,7 +49,9 @@ bytes, so hashes agree across machines, executors and runs.
 Where the time of a cold full scan goes (``benchmarks/retail_world.py``, 8,828 rows, 2-core machine):
 SQLite reading every value and writing the JSON text is most of it; in encoding 3 a real cost about
 twice an integer (SQLite formats it with ``printf``, and the ``"<n>e-6"`` string was one more
-concatenation), and ``char(30)`` as the separator was evaluated once per row.
+concatenation), and ``char(30)`` as the separator was evaluated once per row. In encoding 4 escaping
+the JSON columns' text (every quote of ``{"color": "red"}`` written as ``\\"``) was about a sixth of the
+SQL; the tail appends that text with one concatenation instead.
 """
 
 from __future__ import annotations
@@ -56,15 +64,16 @@ from typing import Any
 
 from xxhash import xxh3_128_digest, xxh3_128_intdigest
 
-from scaleenv.formats.domain import Table
+from scaleenv.formats.domain import Column, Table
 from scaleenv.world.ddl import CHANGES_TABLE, quote_ident
 
-HASH_VERSION = 4
+HASH_VERSION = 5
 """Version of the row encoding and of the way row digests combine into a state hash. Version 1 was the
 BLAKE2b-128 of ``repr`` of the row tuple; 2 the BLAKE2b-128 of this module's JSON text; 3 the XXH3-128
 of that text, with reals as ``"<n>e-6"`` strings, summed modulo ``2**128``; 4 writes a real that is a
-whole number of millionths as that integer and sums modulo ``2**128 - 1``. Recorded task hashes are of
-one version: a universe built with another one is refused on load (rebuild it)."""
+whole number of millionths as that integer and sums modulo ``2**128 - 1``; 5 writes a json column's
+text after the array (the tail) instead of escaping it inside. Recorded task hashes are of one version:
+a universe built with another one is refused on load (rebuild it)."""
 
 REAL_FUNCTION = "_scaleenv_canon_real"
 """The SQL function (registered on world connections) that writes a real that is no whole number of
@@ -96,9 +105,14 @@ def canon_value(v: Any) -> Any:
     return v
 
 
-def row_text(row: Iterable[Any]) -> bytes:
-    """The canonical text of a row, by definition (UTF-8)."""
-    return json.dumps([canon_value(v) for v in row], ensure_ascii=False, separators=(",", ":")).encode()
+def row_text(row: Iterable[Any], tail: int | None = None) -> bytes:
+    """The canonical text of a row, by definition (UTF-8); ``tail``: the index of the table's tail column
+    (:attr:`TableCodec.tail`), whose value, when it is a text, follows the array instead of being in it."""
+    values = list(row)
+    after = b""
+    if tail is not None and type(values[tail]) is str:
+        after = str(values.pop(tail)).encode()
+    return json.dumps([canon_value(v) for v in values], ensure_ascii=False, separators=(",", ":")).encode() + after
 
 
 def row_digest(text: bytes) -> int:
@@ -146,25 +160,47 @@ def _real_sql(col: str, nullable: bool = True) -> str:
             f"THEN CAST({r} AS INTEGER) ELSE {REAL_FUNCTION}({q}) END")
 
 
+def _row_sql(table: Table, tail: int | None) -> str:
+    """A row's canonical text, in SQL: ``json_array`` of the values, with the tail after it when it is a text.
+
+    ``v >= '' AND v < x''`` is ``typeof(v) = 'text'`` without a function call: SQLite orders NULL and
+    numbers before every text and every text before every blob, and ``x''`` is the least blob. A NULL
+    (a nullable column) or any other value (a database whose constraints were bypassed) in the tail
+    column stays in the array, as in the definition.
+    """
+    cols = [_real_sql(c.name, c.nullable and c.name != table.primary_key) if c.type == "real" else quote_ident(c.name)
+            for c in table.columns]
+    whole = f"json_array({', '.join(cols)})"
+    if tail is None:
+        return whole
+    v = cols[tail]
+    head = f"json_array({', '.join(cols[:tail] + cols[tail + 1:])})"
+    return f"CASE WHEN {v} >= '' AND {v} < x'' THEN {head} || {v} ELSE {whole} END"
+
+
 class TableCodec:
     """The SQL of one table's canonical rows: every row at once, or the rows with given keys."""
 
-    __slots__ = ("changed_sql", "fast", "name", "pk", "pk_sql", "raw_select", "reals", "row_sql", "scan_sql")
+    __slots__ = ("changed_sql", "fast", "name", "pk", "pk_sql", "raw_select", "reals", "row_sql", "scan_sql", "tail")
 
     def __init__(self, table: Table):
         self.name = table.name
         names = [c.name for c in table.columns]
         self.pk = names.index(table.primary_key) if table.primary_key in names else 0
         self.reals = tuple(i for i, c in enumerate(table.columns) if c.type == "real")
+        tails = [i for i, c in enumerate(table.columns) if c.type == "json" and i != self.pk]
+        self.tail: int | None = tails[-1] if tails else None
+        """The index of the tail column (the module docstring), None for a table without one."""
         pk_col = table.column(table.primary_key)
         # json_group_array would round a real key to 15 digits: such tables take the exact Python path
         self.fast = len(names) <= _MAX_ARGS and (pk_col is None or pk_col.type != "real")
         t, pk = quote_ident(table.name), quote_ident(names[self.pk])
         self.pk_sql = pk
-        cols = (_real_sql(c.name, c.nullable and c.name != table.primary_key) if c.type == "real" else quote_ident(c.name)
-                for c in table.columns)
-        row = f"json_array({', '.join(cols)})"
-        self.scan_sql = (f"SELECT json_group_array({pk}), CAST(group_concat({row}, {_ROW_SEP_SQL}) AS BLOB) "
+        row = _row_sql(table, self.tail)
+        # count(*): a tail holding the separator would split into more parts than rows (then the Python path);
+        # json_array's text never holds it raw, so a table without a tail is not counted (10 ns a row)
+        count = "NULL" if self.tail is None else "count(*)"
+        self.scan_sql = (f"SELECT {count}, json_group_array({pk}), CAST(group_concat({row}, {_ROW_SEP_SQL}) AS BLOB) "
                          f"FROM {t}")
         self.row_sql = f"SELECT {pk}, CAST({row} AS BLOB) FROM {t}"
         # The rows the change log names: one statement per table, no key list to bind or pad.
@@ -180,7 +216,7 @@ class TableCodec:
                 v = row[i]
                 if type(v) is int:
                     row[i] = float(v)
-        return row_text(row)
+        return row_text(row, self.tail)
 
 
 def table_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any] | None = None) -> dict[Any, int]:
@@ -205,12 +241,15 @@ def _scan(conn: sqlite3.Connection, codec: TableCodec) -> ScanDigests | None:
     SQLite cannot build the text (a blob, a value past the length limit)."""
     old = conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SCAN_LENGTH)
     try:
-        pks, texts = conn.execute(codec.scan_sql).fetchone()
+        n, pks, texts = conn.execute(codec.scan_sql).fetchone()
     finally:
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, old)
     if texts is None:
         return None
-    return ScanDigests(pks, b"".join(map(xxh3_128_digest, texts.split(_ROW_SEP))))
+    parts = texts.split(_ROW_SEP)
+    if n is not None and len(parts) != n:
+        raise sqlite3.OperationalError(f"{codec.name}: a tail holds the row separator")
+    return ScanDigests(pks, b"".join(map(xxh3_128_digest, parts)))
 
 
 def changed_digests(conn: sqlite3.Connection, codec: TableCodec, keys: Sequence[Any]) -> dict[Any, int]:
@@ -312,12 +351,14 @@ _PROBE_REALS: tuple[Any, ...] = (  # in a REAL column, through the canonical-rea
     -9007199254740991.0, 12.99, 0.29, -12.345678, 0.000001, 0.0000005, -1e-7, 2147483647.999999, 2147483648.5,
     -2147483647.5, 2147483648.0, -2147483648.0, 2147483648.000001, 4294967295.999999, 1234.5678901,
 )
+_PROBE_TAILS: tuple[Any, ...] = ('{"a": "x\\"y\\u00e9", "b": [1, 2.5e3, null]}', None)  # one row each
 _matches: bool | None = None
 _matches_lock = threading.Lock()
 
 
 def sqlite_matches_definition() -> bool:
-    """Whether this process's SQLite writes the probe values exactly as :func:`row_text` does (checked once)."""
+    """Whether this process's SQLite writes the probe values exactly as :func:`row_text` does (checked once):
+    every kind of value in a row with a tail and in one whose tail column holds NULL."""
     global _matches
     if _matches is None:
         with _matches_lock:
@@ -327,14 +368,19 @@ def sqlite_matches_definition() -> bool:
                     register(conn)
                     plain = [f"c{i}" for i in range(len(_PROBE_VALUES))]
                     reals = [f"r{i}" for i in range(len(_PROBE_REALS))]
-                    conn.execute(f"CREATE TABLE p ({', '.join([*plain, *(f'{r} REAL' for r in reals)])})")
-                    conn.execute(f"INSERT INTO p VALUES ({', '.join('?' * (len(plain) + len(reals)))})",
-                                 (*_PROBE_VALUES, *_PROBE_REALS))
-                    row = ", ".join([*plain, *map(_real_sql, reals)])
-                    got = conn.execute(f"SELECT CAST(group_concat(json_array({row}), {_ROW_SEP_SQL}) AS BLOB) FROM p"
-                                       ).fetchone()[0]
-                    want = (*_PROBE_VALUES, *(None if v is None else float(v) for v in _PROBE_REALS))
-                    _matches = got == row_text(want)
+                    table = Table(name="p", primary_key="c0", columns=[
+                        *(Column(name=c) for c in plain), Column(name="j", type="json", nullable=True),
+                        *(Column(name=r, type="real", nullable=True) for r in reals)])
+                    codec = TableCodec(table)
+                    conn.execute(f"CREATE TABLE p ({', '.join([*plain, 'j', *(f'{r} REAL' for r in reals)])})")
+                    for tail in _PROBE_TAILS:
+                        conn.execute(f"INSERT INTO p VALUES ({', '.join('?' * (len(plain) + 1 + len(reals)))})",
+                                     (*_PROBE_VALUES, tail, *_PROBE_REALS))
+                    got = conn.execute(f"SELECT CAST(group_concat({_row_sql(table, codec.tail)}, {_ROW_SEP_SQL}) AS BLOB) "
+                                       "FROM p").fetchone()[0]
+                    fixed = (*(None if v is None else float(v) for v in _PROBE_REALS),)
+                    want = _ROW_SEP.join(row_text((*_PROBE_VALUES, tail, *fixed), codec.tail) for tail in _PROBE_TAILS)
+                    _matches = got == want
                 except sqlite3.Error:
                     _matches = False
                 finally:
