@@ -202,3 +202,22 @@ def test_paid_bills_are_settled_and_visas_are_not_filed_in_the_future():
         run_tool(world, tool, {"client_id": client, "country": "Peru", "submitted_on": "2026-06-19"})
     assert run_tool(world, tool, {"client_id": client, "country": "Peru", "submitted_on": "2026-06-12"})
     world.close()
+
+
+def test_a_refused_end_of_a_record_the_request_also_edits_is_a_contradiction():
+    """in_store_dining/00041: "Cancel booking reservation RSV-0074, please. Please change the special request
+    of reservation RSV-0074 to quiet corner." (the cancel refused): no guest asks both."""
+    from scaleenv.synth.tasks.validity import contradicting_requests
+
+    ctx = context("in_store_dining")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    first, other = [r[0] for r in world.conn.execute(
+        "SELECT id FROM reservations WHERE status = 'booked' ORDER BY id LIMIT 2")]
+    world.close()
+    edit = Call(tool="update_reservation_special_request", purpose="goal",
+                args={"reservation_id": first, "new_special_request": "quiet corner"})
+    cancel = Call(tool="cancel_reservation", purpose="refused: no_late_reservation_cancellation",
+                  args={"reservation_id": first})
+    assert contradicting_requests(ctx.spec, ctx.base, [edit], [cancel])
+    elsewhere = cancel.model_copy(update={"args": {"reservation_id": other}})
+    assert contradicting_requests(ctx.spec, ctx.base, [edit], [elsewhere]) == []
