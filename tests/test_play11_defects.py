@@ -221,3 +221,36 @@ def test_a_refused_end_of_a_record_the_request_also_edits_is_a_contradiction():
     assert contradicting_requests(ctx.spec, ctx.base, [edit], [cancel])
     elsewhere = cancel.model_copy(update={"args": {"reservation_id": other}})
     assert contradicting_requests(ctx.spec, ctx.base, [edit], [elsewhere]) == []
+
+
+def test_a_figure_of_the_users_own_record_is_no_rival():
+    """Play round 12, agriculture_environmental/00018 (seed 2718): "the insecticide total is 0.0", said
+    beside "the planting's overall total, from get_nitrogen_total, is 75.0", scored 0 because 75.0
+    was a look-alike's rival answer. Without that rival the task no longer tells a guesser from a
+    careful agent (the spray gate scores it), so it is rejected."""
+    ctx = context("agriculture_environmental", 2718)
+    try:
+        task = generate_task(ctx, 2718, 18)
+    except TaskRejected:
+        return
+    for fact in task.answer_facts:
+        assert 75.0 not in (fact.rivals or [])
+
+
+def test_a_clone_keeps_each_date_on_its_side_of_the_clock():
+    """Play round 12, express_logistics/00010 (seed 2718): a shipment booked "2026-06-13T18:15:00" was
+    cloned two days later, booked "2026-06-15T18:15:00" while the clock read 09:00."""
+    from scaleenv.synth.tasks.generate import _shift_dates
+    from scaleenv.utils.dates import clock_side
+
+    clock = "2026-06-15T09:00:00"
+    assert clock_side("2026-06-15T18:15:00", clock) == 1 and clock_side("2026-06-15", clock) == 0
+    assert clock_side("2026-06-15T08:15:00", clock) == -1
+    moved = _shift_dates({"booked_at": "2026-06-13T18:15:00", "due_on": "2026-06-20", "n": 3}, 2, clock)
+    assert moved == {"booked_at": "2026-06-13T18:15:00", "due_on": "2026-06-22", "n": 3}
+    ctx = context("express_logistics", 2718)
+    for attempt in range(24):
+        with contextlib.suppress(TaskRejected):
+            task = generate_task(ctx, 2718, attempt)
+            for row in task.initial_patch.get("shipments", []):
+                assert clock_side(row["booked_at"], ctx.spec.clock) < 0, (task.id, row)

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from scaleenv.env.vocabulary import has_phrase, norm
 from scaleenv.formats.task import Objective, Task
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)])\s+|\n+")  # 'description "Old color." Offer ...' too
 _QUESTION_WORDS = re.compile(
     r"^\s*(what|which|when|where|who|whose|how|could|can|would|will|may|shall|should|do|does|did|is|are|was|"
     r"have|has)\b|\b(please (provide|give|tell|share|confirm|send|verify|state|spell|let me know)|could you|can you|would you|"
@@ -87,7 +87,7 @@ def is_confirmation(sentence: str) -> bool:
 
 _ACTION_CONFIRM = re.compile(
     r"\b(shall i|should i|do you want me to|would you like me to|want me to|may i (go ahead|proceed)|"
-    r"(ok|okay|alright) to|go ahead|proceed)\b", re.IGNORECASE)
+    r"(ok|okay|alright) to|go ahead|proceed|yes or no|yes/no)\b", re.IGNORECASE)  # "please confirm with yes or no: (1) ..."
 
 
 def is_action_confirmation(sentence: str) -> bool:
@@ -152,9 +152,12 @@ class Progress:
             answered = [i for i in reads if _mentions(s, self.objectives[i].asks) and _VALUE.search(sentence)]
             for i in answered:
                 self.done[i] = True
+            if not answered and len(reads) == 1 and re.search(r"\d", sentence) and not writes and not intent:
+                # the one open question, answered with a number or date ("Left to pay on check CHK-0064:
+                # 14.59 (subtotal 34.69, paid 20.10)", where "paid" reports no write: none is open)
+                self.done[reads[0]] = True
+                continue
             if not _DONE.search(sentence) and not any(_mentions(s, self.objectives[i].done_words) for i in writes):
-                if not answered and len(reads) == 1 and re.search(r"\d", sentence) and not writes and not intent:
-                    self.done[reads[0]] = True  # the one open question, answered with a number or date
                 continue
             if _BLANKET.search(sentence):
                 named = writes  # "your request has been completed": every change reported done

@@ -25,3 +25,16 @@ def shift_iso(value: _V, days: int) -> _V | str:
         return (dt.date.fromisoformat(value) + dt.timedelta(days=days)).isoformat()
     except ValueError:
         return value
+
+
+def clock_side(value: str, clock: str) -> int:
+    """-1, 0 or 1 as an ISO ``value`` lies before, at or after ``clock`` (``YYYY-MM-DDTHH:MM:SS``): a
+    datetime against the clock's time, a date against its day (a date is "today" all day long)."""
+    try:
+        if "T" in value or " " in value.strip():
+            at, now = dt.datetime.fromisoformat(value), dt.datetime.fromisoformat(clock)
+            return (at > now) - (at < now)
+    except ValueError:
+        pass
+    day, today = value[:10], clock[:10]
+    return (day > today) - (day < today)

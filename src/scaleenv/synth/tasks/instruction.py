@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from scaleenv.env.language import article, polish, spoken
+from scaleenv.env.language import article, inflect_engine, polish, spoken
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import Objective
 
@@ -538,6 +538,13 @@ def objective_of(goal: Goal, sentence: str, spec: DomainSpec) -> Objective:
         if col is not None and col.enum:
             asks += [human(v) for v in col.enum]  # every value: says it was answered, not how
         return Objective(kind="read", text=sentence, asks=[a for a in dict.fromkeys(asks) if a])
+    made = tool.meta.get("entity") if tool.meta.get("family") == "create" else None
+    if isinstance(made, str) and made:
+        # "your new listing LST-0074 is live": the new record is the subject, not only its seller
+        *head, last = made.split("_")
+        nouns = [" ".join([*head, inflect_engine().singular_noun(last) or last])]
+        alias = (spec.meta.get("entity_names") or {}).get(made)
+        subject += [human(n) for n in [*nouns, *([alias] if isinstance(alias, str) else [])] if human(n) not in subject]
     done = list(_FAMILY_DONE.get(tool.meta.get("family", ""), []))
     if tool.meta.get("to"):
         done.append(human(str(tool.meta["to"])))

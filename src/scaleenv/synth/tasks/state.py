@@ -11,7 +11,7 @@ from typing import Any
 
 from scaleenv.formats.domain import DomainSpec, Table
 from scaleenv.tools.values import EMAIL_DOMAINS, email_key, email_styles, fresh_value, redraw_shape
-from scaleenv.utils.dates import shift_iso
+from scaleenv.utils.dates import clock_side, shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.invariants import clock_params, violation_query
 from scaleenv.world.world import World, _to_sql
@@ -108,10 +108,9 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
         if _BIRTH.search(c.name):
             out[c.name] = shift_iso(out[c.name], -(rng.randint(3, 12) * 365 + rng.randint(-40, 40)))
     others = [c for c in dates if not _BIRTH.search(c.name)]
-    today = clock[:10]
 
     def side(v: str) -> int:
-        return (v[:10] > today) - (v[:10] < today)
+        return clock_side(v, clock)
 
     # later, never earlier: a look-alike child still comes after the parent it shares with the original
     for delta in rng.sample([14, 7, 3, 1], 4):
@@ -282,8 +281,11 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
     kind = fix.get("kind")
     new: object
     if kind == "clock" and isinstance(v, str) and v:
-        # the row's own time of day is kept; the date becomes today (the nearest date on the right side)
+        # the row's own time of day is kept; the date becomes today (the nearest date on the right side),
+        # but a past state's time is not later than the clock ("completed at 14:45" when it is 09:00)
         new = today + v[10:] if len(v) > 10 else today
+        if fix.get("side") == "past" and len(v) > 10 and clock_side(str(new), clock) > 0:
+            new = clock
     elif kind == "set_in":
         on = row.get(str(fix.get("state_column", "status"))) in fix.get("states", [])
         if on and v is None and column.foreign_key:  # a link: one of its parent rows

@@ -96,7 +96,7 @@ class BulkBuilder(SelectionBuilder):
         display = self.ctx.display_column(table.name)
         used = {target.get(display)} if display else set()
         for i, r in enumerate(same):
-            shift_dates(table, r, i + 1)  # no two targets at the same time
+            shift_dates(table, r, i + 1, self.spec.clock)  # no two targets at the same time
             if display:
                 name = self.unique_display(table, used)
                 if name is None:

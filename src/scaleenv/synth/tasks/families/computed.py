@@ -54,7 +54,7 @@ class ComputedBuilder(SelectionBuilder):
             for col in table.columns:
                 if col.type in ("date", "datetime") and col.name in target and not col.foreign_key:
                     row[col.name] = target[col.name]
-            return shift_dates(table, row, sign * (2 * k + self.rng.randint(0, 1)))
+            return shift_dates(table, row, sign * (2 * k + self.rng.randint(0, 1)), self.spec.clock)
         step = step_of(c, float(v0))
         v = v0 + sign * step * k
         v = int(v) if c.type == "integer" else round(float(v), 2)

@@ -28,13 +28,12 @@ from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, next_id
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
 from scaleenv.tools.runtime import run_tool
-from scaleenv.utils.dates import shift_iso
+from scaleenv.utils.dates import clock_side, shift_iso
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
 
 _MONEY = ("price", "amount", "fee", "cost", "fare", "total", "rate", "charge", "premium", "rent", "budget")
 _BIRTH = ("birth", "dob", "born")
-CLOCK = "2026-06-15"
 """The worlds' clock (a moved date stays on its side of it, as look-alikes' dates do)."""
 
 
@@ -204,14 +203,14 @@ def other_value(c: Column, value: Any, rng: random.Random) -> Any:
     return rng.choice(options) if options else None
 
 
-def shift_dates(table: Table, row: dict[str, Any], days: int) -> bool:
+def shift_dates(table: Table, row: dict[str, Any], days: int, clock: str) -> bool:
     """Move every date of ``row`` (birth dates aside) by ``days``, in place, when each stays on its
     side of the clock; False (row unchanged) otherwise."""
     cols = [c.name for c in table.columns if c.type in ("date", "datetime") and isinstance(row.get(c.name), str)
             and c.name != table.primary_key and not c.foreign_key and not any(b in c.name for b in _BIRTH)]
 
     def side(v: str) -> int:
-        return (v[:10] > CLOCK) - (v[:10] < CLOCK)
+        return clock_side(v, clock)
 
     moved = {c: shift_iso(row[c], days) for c in cols}
     if any(side(moved[c]) != side(row[c]) for c in cols):
