@@ -43,7 +43,7 @@ def _build(srv: FakeOpenAI, root: Path, out: str, *extra: str):
 def built(server, tmp_path_factory):
     root = tmp_path_factory.mktemp("llm")
     res = _build(server, root, "u1")
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 0, (res.output, res.exception)  # --quiet: a crash shows only here
     return root, root / "u1", server.count()
 
 
@@ -138,7 +138,7 @@ def test_token_accounting_is_kept_and_shown(built, server):
 def test_rerun_with_a_warm_cache_makes_zero_requests(built, server):
     root, u1, before = built
     res = _build(server, root, "u2")
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 0, (res.output, res.exception)
     assert server.count() == before
     u2 = root / "u2"
     for rel in ("domains/pet_care/spec.json", "domains/pet_care/tests.json", "domains/pet_care/graph.json",

@@ -98,8 +98,10 @@ def private_names(source: str) -> list[str]:
     (``db._conn``, ``().__class__.__subclasses__()``). Tool code may use neither."""
     import ast
 
+    from scaleenv.utils.pyast import parse_python
+
     found: list[str] = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
             found.append(node.attr)
         elif isinstance(node, ast.Name) and node.id.startswith("__"):

@@ -39,6 +39,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from scaleenv.formats.jsonvalue import JSONValue
+from scaleenv.utils.pyast import parse_python
 
 if TYPE_CHECKING:
     from multiprocessing.context import ForkServerContext, SpawnContext
@@ -413,7 +414,7 @@ def vet_python(source: str) -> list[str]:
     """Problems that keep tool code from running at all: imports, forbidden names, private names,
     no ``run(db, args)``, an unconditional infinite loop."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as e:
         return [f"does not compile: {e.msg} (line {e.lineno})"]
     problems: list[str] = []

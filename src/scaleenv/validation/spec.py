@@ -10,6 +10,7 @@ from typing import Any
 from scaleenv.errors import SpecError, WorldError
 from scaleenv.formats.domain import TOOL_NAME_RE, DomainSpec, ToolSpec
 from scaleenv.formats.sqlinfo import SqlInfo, analyze_sql, sql_params
+from scaleenv.utils.pyast import parse_python
 
 Problems = list[tuple[str, str]]
 
@@ -57,7 +58,7 @@ def _column_ref_ok(spec: DomainSpec, ref: str) -> bool:
 def _python_params(source: str) -> set[str]:
     """Names read from ``args`` in Python tool code (``args["x"]`` or ``args.get("x")``)."""
     used: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             if isinstance(node.value, ast.Name) and node.value.id == "args":
                 used.add(str(node.slice.value))
@@ -143,7 +144,7 @@ def _check_tool(spec: DomainSpec, tool: ToolSpec, path: str, conn: sqlite3.Conne
         src = tool.implementation.source or ""
         try:
             used |= _python_params(src)
-            if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in ast.parse(src).body):
+            if not any(isinstance(n, ast.FunctionDef) and n.name == "run" for n in parse_python(src).body):
                 problems.append((f"{path}.implementation.source", "must define run(db, args)"))
             bad = private_names(src)
             if bad:

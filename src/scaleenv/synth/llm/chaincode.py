@@ -19,6 +19,7 @@ from typing import Any
 from scaleenv.errors import ScaleEnvError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Call
+from scaleenv.utils.pyast import parse_python
 
 
 class ChainCodeError(ScaleEnvError):
@@ -37,7 +38,7 @@ def _literal(node: ast.AST) -> object:
 def parse_chain(code: str, spec: DomainSpec | None = None, allowed: set[str] | None = None) -> list[Call]:
     """The calls of ``code``; raise :class:`ChainCodeError` listing every problem (with line numbers)."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as e:
         raise ChainCodeError([f"line {e.lineno}: syntax error: {e.msg}"]) from None
     problems: list[str] = []
