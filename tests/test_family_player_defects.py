@@ -155,7 +155,9 @@ def test_without_the_cause_fix_the_detector_finds_the_players_contradictions(mon
     for t in _tasks(name, range(110)):
         if t.family == "partial":
             found += contradicting_requests(spec, _initial(name, t), t.gold_chain, t.forbidden)
-    assert found and all(" vs refused " in f and ".status" in f for f in found)
+    # two moves for one state, or an edit of a record the refused call would end (".plan" of a profile
+    # whose cancellation is refused)
+    assert found and all(" vs refused " in f for f in found) and any(".status" in f for f in found)
 
 
 def test_a_next_step_is_no_contradiction():

@@ -254,3 +254,36 @@ def test_a_clone_keeps_each_date_on_its_side_of_the_clock():
             task = generate_task(ctx, 2718, attempt)
             for row in task.initial_patch.get("shipments", []):
                 assert clock_side(row["booked_at"], ctx.spec.clock) < 0, (task.id, row)
+
+
+def test_a_new_record_never_repeats_the_name_of_another_under_the_same_parent():
+    """Play rounds 12 and 13: a fourth filter "Receipts" on an account that had three, a project that
+    existed for the team with the same name and dates, a second scene "Good Morning" in one home."""
+    from scaleenv.synth.tasks.validity import goal_effects
+
+    checked = 0
+    for name, seed in (("email_management", 6007), ("project_management", 2718), ("smart_home", 2718)):
+        ctx = context(name, seed)
+        for attempt in range(16):
+            try:
+                task = generate_task(ctx, seed, attempt)
+            except TaskRejected:
+                continue
+            initial = World.from_snapshot(ctx.spec, ctx.base)
+            apply_patch(initial, task.initial_patch)
+            effects, final = goal_effects(ctx.spec, initial.snapshot(), task.gold_chain)
+            world = World.from_snapshot(ctx.spec, final)
+            for _, _, cells in effects:
+                for (table, key, col), value in cells.items():
+                    display, link = ctx.display_column(table), ctx.parent_link(table)
+                    row = world.row(table, key) if col == "*" and value is True else None
+                    if row is None or display is None or link is None:
+                        continue
+                    checked += 1
+                    twins = world.conn.execute(
+                        f'SELECT id FROM "{table}" WHERE "{display}" = ? AND id != ? AND "{link[0]}" IS ?',
+                        (row[display], key, row.get(link[0]))).fetchall()
+                    assert twins == [], (task.id, table, row[display], twins)
+            world.close()
+            initial.close()
+    assert checked >= 3

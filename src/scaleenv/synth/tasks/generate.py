@@ -750,10 +750,33 @@ class TaskBuilder:
         except ToolError:
             scratch.restore(snap)
             return None
-        if not changed or not all(shows(e, scratch, self.world) for e in self.effects):
+        if not changed or not all(shows(e, scratch, self.world) for e in self.effects) \
+                or self.duplicates_a_record(scratch, changed):
             scratch.restore(snap)
             return None
         return changed
+
+    def duplicates_a_record(self, world: World, changed: dict[Any, Any]) -> bool:
+        """Whether a record the call created has the name of another record under the same parent (a
+        second project "Persistent eco-centric productivity" for the team that has one, a fourth filter
+        "Receipts" on one account): no one asks for that, and a careful agent would ask first."""
+        for key, value in changed.items():
+            if not (isinstance(key, tuple) and len(key) == 3 and key[2] == "*" and value is True):
+                continue
+            table, pk = key[0], key[1]
+            display = self.ctx.display_column(table)
+            row = world.row(table, pk)
+            if display is None or row is None or row.get(display) is None:
+                continue
+            link = self.ctx.parent_link(table)
+            where = f"{quote_ident(display)} = ? AND {quote_ident(world.primary_key(table))} != ?"
+            params: list[Any] = [row[display], pk]
+            if link is not None:
+                where += f" AND {quote_ident(link[0])} IS ?"
+                params.append(row.get(link[0]))
+            if world.conn.execute(f"SELECT 1 FROM {quote_ident(table)} WHERE {where} LIMIT 1", params).fetchone():
+                return True
+        return False
 
     def foreign_actor(self) -> str | None:
         """A write the user asks for in another person's name: an argument naming a record of the

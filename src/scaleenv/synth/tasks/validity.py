@@ -269,13 +269,18 @@ def contradicting_requests(spec: DomainSpec, initial: bytes, chain: list[Call], 
             refused = {}
         finally:
             w.close()
-        # a refused end of a record the request also edits: "cancel booking RSV-0074 ... change the
-        # special request of RSV-0074" reads as two requests no customer makes together
-        ends = {(t, k) for (t, k, c), v in refused.items()
-                if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and _ENDING.match(v)}
         for _, name, cells in effects:
-            hit = next((a for a in cells for b in refused if clashes(a, b)), None) or next(
-                ((t, k, c) for (t, k, c) in cells if (t, k) in ends and c != "*" and not _STATE_COLUMN.search(c)), None)
+            hit = next((a for a in cells for b in refused if clashes(a, b)), None) or ended_while_edited(refused, cells)
             if hit is not None:
                 out.append(f"{name} vs refused {call.tool} on {hit[0]}[{hit[1]}].{hit[2]}")
     return out
+
+
+def ended_while_edited(refused: dict[Any, Any], edited: dict[Any, Any]) -> tuple[Any, ...] | None:
+    """The first cell of ``edited`` (an allowed goal's changes) on a record that ``refused`` (a refused
+    call's changes) would end: "cancel booking RSV-0074 ... change the special request of RSV-0074"
+    reads as two requests no customer makes together."""
+    ends = {(t, k) for (t, k, c), v in refused.items()
+            if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and _ENDING.match(v)}
+    return next(((t, k, c) for (t, k, c) in edited if (t, k) in ends and c != "*" and not _STATE_COLUMN.search(c)),
+                None)

@@ -11,7 +11,7 @@ from scaleenv.formats.domain import ToolSpec
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder
 from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.synth.tasks.validity import call_effect, clashes
+from scaleenv.synth.tasks.validity import call_effect, clashes, ended_while_edited
 from scaleenv.tools.policy import broken_rules
 from scaleenv.world.world import World
 
@@ -64,7 +64,7 @@ class PartialBuilder(RefusalBuilder):
             return False
         finally:
             before.restore(snap)
-        return any(clashes(a, b) for a in changed for b in cells)
+        return any(clashes(a, b) for a in changed for b in cells) or ended_while_edited(cells, changed) is not None
 
 
 __all__ = ["PartialBuilder"]
