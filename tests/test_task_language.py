@@ -36,7 +36,9 @@ def test_goals_name_no_raw_column_or_tool(universe: Universe) -> None:
     seen = 0
     for name in universe.domains:
         spec = universe.spec(name)
-        tool_words = [t.name.replace("_", " ") for t in spec.tools if t.name.count("_") >= 2]
+        # a scalar read is asked for by its figure's name ("What's the weekly wage bill of club ...?")
+        tool_words = [t.name.replace("_", " ") for t in spec.tools if t.name.count("_") >= 2
+                      and not (t.kind == "read" and (t.returns.mode == "scalar" or t.returns.table is None))]
         columns = {c.name for t in spec.tables for c in t.columns if "_" in c.name}
         for task in universe.tasks(name):
             for text in [task.instruction, *task.user_profile.goals]:
