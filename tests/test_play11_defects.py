@@ -12,10 +12,10 @@ import random
 import pytest
 
 from scaleenv.formats.task import Call
-from scaleenv.synth.audit import _created_in_selection
 from scaleenv.synth.tasks.families import generate_task
 from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
 from scaleenv.synth.tasks.instruction import _fill
+from scaleenv.synth.tasks.validity import created_in_selection
 from scaleenv.tools.chain import run_chain
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.patch import apply_patch
@@ -120,7 +120,7 @@ def test_a_bulk_change_that_the_new_record_would_fall_under_is_caught():
     snap = initial.snapshot()
     final = World.from_snapshot(ctx.spec, snap)
     run_chain(final, ctx.spec, task.gold_chain)
-    assert _created_in_selection(task, initial, final) == []
+    assert created_in_selection(task.verification.program, initial, final) == []
     # the same request with a new ticket that meets the condition (its customer, the condition's value)
     target = initial.row("tickets", program["ids"][0])
     assert target is not None
@@ -133,7 +133,7 @@ def test_a_bulk_change_that_the_new_record_would_fall_under_is_caught():
     later = World.from_snapshot(ctx.spec, snap)
     run_chain(later, ctx.spec, [*task.gold_chain, create])
     created = task.model_copy(update={"gold_chain": [*task.gold_chain, create]})
-    found = _created_in_selection(created, initial, later)
+    found = created_in_selection(created.verification.program, initial, later)
     assert len(found) == 1 and initial.row("tickets", found[0]) is None
     for w in (initial, final, later):
         w.close()

@@ -45,7 +45,6 @@ from scaleenv.universe import Universe
 if TYPE_CHECKING:
     from scaleenv.env.episode import Episode
     from scaleenv.synth.tasks.context import DomainContext
-    from scaleenv.world.world import World
 
 ZERO_ANSWER_SHARE = 0.05
 """The largest share of answer tasks that may have a zero or empty answer."""
@@ -232,7 +231,9 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Episode, seed: int, res: Audit
             break
         if tool is not None:
             passed += [(tbl, args.get(p)) for p, tbl in ctx.key_params(tool).items() if args.get(p) is not None]
-    for created in _created_in_selection(task, initial, world):
+    from scaleenv.synth.tasks.validity import created_in_selection
+
+    for created in created_in_selection(task.verification.program, initial, world):
         res.add("order_dependent", tid, f"the request creates {created}, which its selection also covers")
     seen = set()
     for tbl, key in passed:
@@ -289,25 +290,6 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Episode, seed: int, res: Audit
                 res.add("language", tid, str(said_wrong))
     initial.close()
     world.close()
-
-
-def _created_in_selection(task: Task, initial: World, final: World) -> list[Any]:
-    """Records the gold chain creates that the task's selection program picks in the final world ("every
-    normal ticket of mine" and a new normal ticket): which records change would depend on write order."""
-    import sqlite3
-
-    program = task.verification.program or {}
-    sql, ids = program.get("sql"), program.get("ids")
-    if not isinstance(sql, str) or not isinstance(ids, list):
-        return []
-    found = re.search(r'FROM "(\w+)"', sql)
-    if found is None:
-        return []
-    try:
-        after = [r[0] for r in final.conn.execute(sql, program.get("params") or {})]
-    except sqlite3.Error:
-        return []
-    return [i for i in after if i not in ids and initial.row(found.group(1), i) is None]
 
 
 def _exercisable(spec: DomainSpec, snap: bytes, tool: ToolSpec, ctx: DomainContext) -> bool:

@@ -4,6 +4,7 @@ substance, which write goals change something that shows, which columns the rewa
 from __future__ import annotations
 
 import re
+import sqlite3
 from typing import Any
 
 from scaleenv.errors import ToolError
@@ -284,3 +285,20 @@ def ended_while_edited(refused: dict[Any, Any], edited: dict[Any, Any]) -> tuple
             if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and _ENDING.match(v)}
     return next(((t, k, c) for (t, k, c) in edited if (t, k) in ends and c != "*" and not _STATE_COLUMN.search(c)),
                 None)
+
+
+def created_in_selection(program: dict[str, Any] | None, initial: World, final: World) -> list[Any]:
+    """Records absent from ``initial`` that a selection's query program (``sql``, ``params``, ``ids``; its table
+    after ``FROM``) picks in ``final``, the world after the gold chain: "resolve every normal ticket of
+    mine" and "open a ticket" (normal by default) in one request, where written first, the new ticket
+    is resolved too, and which records change would depend on the order of the writes."""
+    sql = (program or {}).get("sql")
+    if not isinstance((program or {}).get("ids"), list):
+        return []  # a programmatic task's program computes a value, not the records a goal acts on
+    if not isinstance(sql, str) or (found := re.search(r'FROM "(\w+)"', sql)) is None:
+        return []
+    try:
+        after = [r[0] for r in final.conn.execute(sql, (program or {}).get("params") or {})]
+    except sqlite3.Error:
+        return []
+    return [i for i in after if initial.row(found.group(1), i) is None]

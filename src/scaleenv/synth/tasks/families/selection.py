@@ -26,10 +26,10 @@ from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, column_phrase, drop_unit, human, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import distractor, next_id
+from scaleenv.synth.tasks.validity import created_in_selection
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
 from scaleenv.tools.runtime import run_tool
 from scaleenv.utils.dates import clock_side, shift_iso
-from scaleenv.world.ddl import quote_ident
 from scaleenv.world.world import World
 
 _MONEY = ("price", "amount", "fee", "cost", "fare", "total", "rate", "charge", "premium", "rent", "budget")
@@ -453,21 +453,19 @@ class SelectionBuilder(TaskBuilder):
                                "also covers: the outcome would depend on the order of the writes")
 
     def created_matches(self, initial: bytes) -> list[Any]:
-        """Records the gold chain creates that the selection's program picks in the world after it ("resolve
-        every normal ticket of mine" and "open a new ticket" (normal by default): written first, the new
-        ticket is resolved too, and an agent cannot know which order was meant)."""
-        assert self.sel is not None and self.sel.program is not None
-        world = World.from_snapshot(self.spec, initial)
+        """Records the gold chain creates that the selection's program also picks in the world after it
+        (see :func:`~scaleenv.synth.tasks.validity.created_in_selection`)."""
+        assert self.sel is not None
+        before = World.from_snapshot(self.spec, initial)
+        after = World.from_snapshot(self.spec, initial)
         try:
-            pk = quote_ident(world.primary_key(self.sel.table))
-            before = {r[0] for r in world.conn.execute(f"SELECT {pk} FROM {quote_ident(self.sel.table)}")}
-            run_chain(world, self.spec, self.chain)
-            after = [r[0] for r in self.run_program(self.sel.program["sql"], self.sel.program["params"], world)]
+            run_chain(after, self.spec, self.chain)
+            return created_in_selection(self.sel.program, before, after)
         except (ChainError, ScaleEnvError) as e:
             raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
         finally:
-            world.close()
-        return [i for i in after if i not in before]
+            before.close()
+            after.close()
 
 
 def say(value: object) -> str:
