@@ -279,6 +279,12 @@ class ScriptedUser(User):
                 continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
             if isinstance(v, int | float):
                 plain = re.sub(r"(?<=\d),(?=\d{3}\b)", "", rest)  # "1,234.50" is one number
+                near = re.search(rf"\b{re.escape(col)}\W{{0,3}}(?:(?:is|of|to|at)\s+)?\$?(\d+(?:\.\d+)?)(?![\d\-])",
+                                 plain, re.IGNORECASE)
+                if near is not None:  # "fines due 0.00" said of this fact, whatever other numbers the goals hold
+                    if float(near.group(1)) == float(v):
+                        continue
+                    return f
                 said = re.findall(r"(?<![\d\-.])\d+(?:\.\d+)?(?![\d\-])", plain)
                 if any(float(x) == float(v) for x in said):
                     continue  # the user's own value, written another way ("$0.00" for 0)
