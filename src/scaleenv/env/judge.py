@@ -101,6 +101,11 @@ def asks_identity(sentence: str) -> bool:
     return bool(_IDENTITY.search(sentence))
 
 
+def says_cannot(text: str) -> bool:
+    """Whether ``text`` tells the user that something cannot be (or was not) done, outside a question."""
+    return any(_FAIL.search(s) for s in sentences(text) if not s.rstrip().endswith("?"))
+
+
 def _mentions(sentence_norm: str, phrases: list[str]) -> bool:
     return any(p and has_phrase(sentence_norm, norm(p)) for p in phrases)
 

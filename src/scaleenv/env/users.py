@@ -122,7 +122,8 @@ class ScriptedUser(User):
       identify it; reveals withheld facts only when asked about them; a confirmation question gets
       a yes, unless it names one of the user's facts with another value (the wrong record or value:
       then a no and the right value); a decision point of its profile gets its decision; anything
-      else it does not know.
+      else it does not know. A profile with a ``pushback`` says it, once, the first time the agent
+      says it cannot do something (whatever the reason), before it accepts the answer.
     - Judges, from what the agent says, which goals were reported done (or answered)
       (:class:`~scaleenv.env.judge.Progress`), and recaps only the others.
     - Ends with the stop marker once every goal was reported done, when its turns run out, or
@@ -149,6 +150,7 @@ class ScriptedUser(User):
         self.identity = [f for f in profile.identity if f in self.known] or self._identity_guess()
         self.progress = Progress(objectives_of(ctx.task))
         self.staff = is_staff(ctx.task)
+        self.pushed = not profile.pushback  # a user with a pushback presses once before accepting a refusal
 
     def _role(self) -> str:
         """Who a member of staff says they are, from their persona."""
@@ -303,7 +305,14 @@ class ScriptedUser(User):
         self.turns += 1
         if self.turns > self.budget:
             return self._stop("I have to go now.")
+        from scaleenv.env.judge import says_cannot
+
         moved = self.progress.update(agent_text)
+        if not self.pushed and says_cannot(agent_text):
+            self.pushed = True
+            self.idle = 0
+            parts, _ = self.answer(agent_text)  # its questions answered too ("... otherwise, yes, go ahead")
+            return " ".join([self.ctx.task.user_profile.pushback, *parts])
         if self.progress.finished():
             return self._stop("Thank you, that is everything I needed.")
         parts, asked = self.answer(agent_text)
@@ -339,6 +348,9 @@ DEFAULT_USER_PROMPT = (
     "were not given; if asked for something you don't know, say you don't know. When all your goals are done, "
     "or the agent cannot help further, end your message with " + STOP + "."
 )
+PUSHBACK_PROMPT = ("\nThe first time the agent says it cannot do something you asked for, do not accept it at once: "
+                   "say this (in your own words) and wait for its answer: \"{pushback}\". Accept a second no.")
+"""Added to the LLM user's prompt when its profile presses before accepting a refusal."""
 GREETING = "Hi! How can I help you today?"
 
 
@@ -353,7 +365,9 @@ def user_prompt(task: Task, template: str | None = None) -> str:
     for key, val in (("{persona}", profile.persona), ("{goals}", goals), ("{known}", shown),
                      ("{withheld}", hidden), ("{instruction}", task.instruction)):
         text = text.replace(key, val)
-    return text
+    if profile.pushback and "{pushback}" not in (template or ""):
+        text += PUSHBACK_PROMPT.replace("{pushback}", profile.pushback)
+    return text.replace("{pushback}", profile.pushback)
 
 
 class OpenAIUser(User):

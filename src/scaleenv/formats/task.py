@@ -71,7 +71,7 @@ class UserProfile(_Record):
     """What the simulated user knows and wants. ``known`` maps a fact's name to its value; the facts
     named in ``withheld`` are given only when the agent asks for them."""
 
-    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("objectives", "identity", "decisions")
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("objectives", "identity", "decisions", "pushback")
     persona: str = ""
     goals: list[str] = Field(default_factory=list)
     known: dict[str, Any] = Field(default_factory=dict)
@@ -81,6 +81,9 @@ class UserProfile(_Record):
     identity: list[str] = Field(default_factory=list)
     """The known facts that identify the user (what "what is your id?" gets)."""
     decisions: list[Decision] = Field(default_factory=list)
+    pushback: str = ""
+    """What the user says, once, the first time the agent says it cannot do something ("Are you sure? Can't
+    you make an exception?"): a user who presses before accepting a refusal (empty: one who accepts it)."""
 
 
 class Difficulty(_Record):
@@ -158,7 +161,8 @@ class Task(_Record):
     attempt: int = 0
     family: str = DEFAULT_FAMILY
     """The generator that made the task (see ``scaleenv.synth.tasks.families``): ``direct``, ``refusal``,
-    ``partial``, ``conditional``, ``computed``, ``description``, ``bulk``, ``programmatic``, ``long``."""
+    ``partial``, ``conditional``, ``computed``, ``description``, ``bulk``, ``programmatic``, ``long``,
+    ``screened``."""
     forbidden: list[Call] = Field(default_factory=list)
     """The calls the literal request asks for that must not happen (a refused request; the branch a
     condition rules out), resolved against the gold chain's outputs; the policy-ignorant gate plays the gold

@@ -80,7 +80,10 @@ def tau2_task(source: TaskSource, task: Task) -> dict[str, Any]:
                 "known_info": shared or None,
                 "unknown_info": None,
                 "task_instructions": (f"Share these details only if the agent asks for them: {hidden}. " if hidden
-                                      else "") + "When your request is done, end the conversation.",
+                                      else "") + (f"The first time the agent says it cannot do something, press "
+                                                  f"once before accepting: \"{profile.pushback}\". "
+                                                  if profile.pushback else "")
+                                     + "When your request is done, end the conversation.",
             },
         },
         "ticket": solo_request(task),

@@ -243,7 +243,7 @@ def mend_rows(world: World, table: str, rows: list[dict[str, Any]], rng: random.
     try:
         for row in rows:
             for _round in range(4):
-                if not _insert(conn, tbl, row):
+                if not insert_row(conn, tbl, row):
                     break
                 bad = [inv for inv, sql in queries
                        if conn.execute(sql, {**{k: v for k, v in params.items() if f":{k}" in sql},
@@ -259,7 +259,8 @@ def mend_rows(world: World, table: str, rows: list[dict[str, Any]], rng: random.
     return changed
 
 
-def _insert(conn: Any, tbl: Table, row: dict[str, Any]) -> bool:
+def insert_row(conn: Any, tbl: Table, row: dict[str, Any]) -> bool:
+    """Insert ``row`` into ``tbl`` on ``conn`` as it is (no mending); False when the schema refuses it."""
     cols = [c.name for c in tbl.columns if c.name in row]
     try:
         conn.execute(f"INSERT INTO {quote_ident(tbl.name)} ({', '.join(map(quote_ident, cols))}) "
@@ -337,7 +338,7 @@ def _obeying_parent(world: World, tbl: Table, inv: Any, row: dict[str, Any], col
     sql = violation_query(inv, pk, key=True)
     params = {k: v for k, v in clock_params(world.spec).items() if f":{k}" in sql}
     for cand in ids[:40]:
-        if cand == row.get(col) or not _insert(conn, tbl, {**row, col: cand}):
+        if cand == row.get(col) or not insert_row(conn, tbl, {**row, col: cand}):
             continue
         bad = conn.execute(sql, {**params, "_key": row.get(pk)}).fetchone()
         conn.execute(f"DELETE FROM {quote_ident(tbl.name)} WHERE {quote_ident(pk)} = ?", (row.get(pk),))

@@ -240,7 +240,8 @@ def contradicting_requests(spec: DomainSpec, initial: bytes, chain: list[Call], 
     a refused call that, on the task's initial state, would change a cell that a write goal changes
     too: two alternative moves for one record ("accept the offer ... I changed my mind, cancel it").
     A refused call that only applies after the goal (publish once the review passed) is a next step,
-    not a contradiction."""
+    not a contradiction; nor is the same request made on another record (a bulk request that the
+    policy screens one record out of)."""
     if not forbidden:
         return []
     effects, _ = goal_effects(spec, initial, chain)
@@ -271,6 +272,8 @@ def contradicting_requests(spec: DomainSpec, initial: bytes, chain: list[Call], 
         finally:
             w.close()
         for _, name, cells in effects:
+            if name == call.tool:
+                continue  # the same request on another record ("every pending session": each refund lands on one balance)
             hit = next((a for a in cells for b in refused if clashes(a, b)), None) or ended_while_edited(refused, cells)
             if hit is not None:
                 out.append(f"{name} vs refused {call.tool} on {hit[0]}[{hit[1]}].{hit[2]}")
