@@ -20,9 +20,14 @@ from scaleenv.universe import read_tasks
 runner = CliRunner()
 
 
+PLAN: dict[str, set[int]] = {"drop": set(), "leak": set()}
+"""The task numbers whose rewrite first drops a goal (repaired) or leaks (falls back): set by the fixture
+from the tasks the plain build makes, so that both cases occur whatever tasks the generator draws."""
+
+
 def rewrite(messages: list[dict]) -> str:
-    """A scripted language agent: natural wording that keeps the values; every task numbered 0 mod 3
-    first drops a goal (repaired); every task numbered 1 mod 3 leaks a withheld fact or invents an id
+    """A scripted language agent: natural wording that keeps the values; every task in PLAN["drop"]
+    first drops a goal (repaired); every task in PLAN["leak"] leaks a withheld fact or invents an id
     (falls back). Keyed by the task's number, not by which request comes first (any of them may)."""
     assert role_of(messages) == "language"
     prompt = messages[1]["content"]
@@ -31,10 +36,10 @@ def rewrite(messages: list[dict]) -> str:
     goals = re.findall(r"^\d+\. (.*)$", prompt.split("one per line:\n")[1].split("\n\n")[0], re.M)
     withheld = re.search(r"keeps back until the agent asks \(none of these values may appear\): (.*)", prompt).group(1)
     new = [f"Hello, hoping you can sort this out for me. {g}" for g in goals]
-    if n % 3 == 1:
+    if n in PLAN["leak"]:
         leak = withheld.split(": ", 1)[1].split(";")[0] if withheld != "none" else "REF-12345"
         new[0] += f" For reference: {leak}."
-    elif n % 3 == 0 and len(messages) == 2 and len(new) > 1:
+    elif n in PLAN["drop"] and len(messages) == 2 and len(new) > 1:
         new = new[:-1]
     return json.dumps({"persona": persona + " You have a busy week and want this done in one go.", "goals": new})
 
@@ -43,6 +48,11 @@ def rewrite(messages: list[dict]) -> str:
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("lang")
     (root / "llm.json").write_text(json.dumps({"backoff": 0.01, "concurrency": 3}))
+    plain = runner.invoke(app, ["build", "--domain", "pet_care", "--tasks-per-domain", "4", "--quiet",
+                                "--out", str(root / "plain")])
+    assert plain.exit_code == 0, plain.output
+    attempts = sorted(t.attempt for t in _tasks(root / "plain"))
+    PLAN["drop"], PLAN["leak"] = set(attempts[0::2]), set(attempts[1::2])
     with FakeOpenAI(rewrite) as srv:
         def build(out: str, *extra: str):
             return runner.invoke(app, ["build", "--domain", "pet_care", "--tasks-per-domain", "4", "--quiet",
@@ -52,9 +62,6 @@ def built(tmp_path_factory):
 
         res = build("u1")
         assert res.exit_code == 0, res.output
-        plain = runner.invoke(app, ["build", "--domain", "pet_care", "--tasks-per-domain", "4", "--quiet",
-                                    "--out", str(root / "plain")])
-        assert plain.exit_code == 0, plain.output
         yield root, srv, build
 
 
@@ -74,7 +81,7 @@ def test_rewrites_keep_the_facts_and_a_failed_one_falls_back(built):
         assert t.user_profile.withheld == o.user_profile.withheld
         assert len(t.user_profile.goals) == len(o.user_profile.goals)
         if statuses[t.attempt] == "template":
-            assert t.attempt % 3 == 1 and t.user_profile == o.user_profile and t.instruction == o.instruction
+            assert t.attempt in PLAN["leak"] and t.user_profile == o.user_profile and t.instruction == o.instruction
             continue
         text = " ".join([t.user_profile.persona, *t.user_profile.goals]).lower()
         stated, withheld, answers = facts_of(o)
@@ -93,8 +100,8 @@ def test_language_tokens_are_accounted_per_task(built):
     assert set(tok["by_task"]) == {t.id for t in _tasks(root / "u1")}
     assert tok["language"]["tasks"] == 4 and tok["language"]["template"] >= 1
     repairs = [r for r in srv.requests if len(r["messages"]) > 2]
-    dropped = [t for t in _tasks(root / "u1") if t.attempt % 3 == 0 and len(t.user_profile.goals) > 1]
-    if dropped:  # a task numbered 0 mod 3 with two goals first answers with one short
+    dropped = [t for t in _tasks(root / "u1") if t.attempt in PLAN["drop"] and len(t.user_profile.goals) > 1]
+    if dropped:  # a task of PLAN["drop"] with two goals first answers with one short
         assert any("there must be exactly" in r["messages"][-1]["content"] for r in repairs)
     assert any("withheld until the agent asks" in r["messages"][-1]["content"] or "do not mention ids" in
                r["messages"][-1]["content"] for r in repairs)  # the leaks of the tasks that fall back

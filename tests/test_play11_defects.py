@@ -174,6 +174,7 @@ def test_a_grade_is_said_with_its_column_and_a_proper_name_keeps_its_article():
 
     assert qualified("ticket", Column(name="priority", enum=["low", "normal", "high"]), "low") == "low-priority ticket"
     assert qualified("bill", Column(name="status", enum=["open", "paid"]), "open") == "open bill"
+    assert qualified("rental", Column(name="insurance", enum=["none", "basic"]), "none") == "rental with no insurance"
     spec = context("smart_home").spec
     home = EntityRef(table="homes", singular="home", row={"id": "HOM-0015", "name": "The Silva Home"}, display="name")
     assert persona_of(spec, home) == "You are a staff member looking after The Silva Home."

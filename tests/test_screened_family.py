@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sqlite3
 from functools import cache
 
@@ -172,12 +173,13 @@ def test_a_user_without_pushback_does_not_press():
     assert not any(p in reply for p in PUSHBACKS)
 
 
-def test_pushback_answers_the_agents_question_too_and_ignores_questions_without_a_no():
+def test_pushback_is_said_alone_and_the_next_confirmation_gets_its_answer():
     task = _pressing(screened_tasks("fitness_club")[0])
     user = _user(task)
     assert PUSHBACKS[1] not in asyncio.run(user.reply("Could you tell me your e-mail address?"))
-    both = asyncio.run(user.reply("I cannot cancel PTS-0053. Shall I go ahead with the others?"))
-    assert both.startswith(PUSHBACKS[1]) and "Yes, please go ahead." in both
+    asked = "I cannot cancel PTS-0053, it starts in less than 14 days. Shall I go ahead with the others?"
+    assert asyncio.run(user.reply(asked)) == PUSHBACKS[1]  # no yes in the same breath as the plea
+    assert "Yes, please go ahead." in asyncio.run(user.reply("I am sorry, the rule holds. Shall I go ahead with the others?"))
 
 
 def test_says_cannot_reads_statements_not_questions():
@@ -206,3 +208,25 @@ def test_generated_hard_refusals_carry_pushback_in_about_half():
     pressing = [t for t in tasks if t.user_profile.pushback]
     assert pressing and len(pressing) < len(tasks)
     assert all(t.user_profile.pushback in PUSHBACKS and t.difficulty.tier in ("hard", "expert") for t in pressing)
+
+
+# --- play round 15: requests about a set of records -----------------------------------------------------------------
+
+def test_a_phrasing_whose_slot_is_the_subject_of_a_singular_verb_is_not_said_of_a_set():
+    from scaleenv.synth.tasks.families.phrasing import _fits_a_set
+
+    assert not _fits_a_set("Ticket {task_id} is stuck waiting on another team, mark it blocked.", {"task_id"})
+    assert not _fits_a_set("Remove {post_id} for good, it breaks the rules.", {"post_id"})  # "them breaks"
+    assert _fits_a_set("Cancel reservation {rental_id}.", {"rental_id"})
+    assert _fits_a_set("Mark {task_id} as done.", {"task_id"})
+
+
+def test_a_set_is_said_without_the_phrasings_record_noun_and_with_a_plural_verb():
+    texts = []
+    ctx = context("social_media_messaging")
+    for attempt in range(25):
+        with contextlib.suppress(TaskRejected):
+            texts += generate_task(ctx, 0, attempt, ChainConfig(family_mix={"bulk": 1.0})).user_profile.goals
+    said = [t for t in texts if "every " in t]
+    assert said
+    assert not [t for t in said if re.search(r"\bfollow request every\b|\bthem (is|breaks)\b|so that it is", t)]

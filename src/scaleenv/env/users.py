@@ -311,8 +311,8 @@ class ScriptedUser(User):
         if not self.pushed and says_cannot(agent_text):
             self.pushed = True
             self.idle = 0
-            parts, _ = self.answer(agent_text)  # its questions answered too ("... otherwise, yes, go ahead")
-            return " ".join([self.ctx.task.user_profile.pushback, *parts])
+            # the plea alone: a person who presses does not also say yes to the rest in the same breath
+            return self.ctx.task.user_profile.pushback
         if self.progress.finished():
             return self._stop("Thank you, that is everything I needed.")
         parts, asked = self.answer(agent_text)

@@ -11,9 +11,13 @@ from scaleenv.env.language import article, inflect_engine, polish, spoken
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import Objective
 
+_ACRONYMS = {"pt": "PT", "vip": "VIP", "sms": "SMS", "url": "URL", "dob": "DOB"}
+"""Name parts a person writes in capitals ("PT session", "VIP level")."""
+
 
 def human(name: str) -> str:
-    return name.replace("_", " ")
+    """A column or table name as words (``pt_session`` -> ``PT session``)."""
+    return " ".join(_ACRONYMS.get(w, w) for w in name.split("_"))
 
 
 # the noun of a date column's verb ("purchased_on" -> "purchase date"); others: "<verb> date/time"

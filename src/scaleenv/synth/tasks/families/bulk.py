@@ -127,6 +127,9 @@ class BulkBuilder(SelectionBuilder):
         if " that is " in held:  # "every shipment of mine that is out for delivery"
             before, after = held.split(" that is ", 1)
             phrase = f"{before}{where} that is {after}"
+        elif " with " in held:  # "every rental of mine with no insurance"
+            before, after = held.split(" with ", 1)
+            phrase = f"{before}{where} with {after}"
         else:
             phrase = f"{held}{where}"
         return Selection(table.name, fk, target[fk], [r for r in targets if r is not None], phrase,

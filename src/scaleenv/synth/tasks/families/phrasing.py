@@ -31,11 +31,11 @@ def _slot_names(goal: Goal, target: EntityRef) -> set[str]:
     return names | {target.singular, f"{target.singular}_id"}
 
 
-def _cut_noun(before: str, target: EntityRef, spec: DomainSpec) -> str:
+def _cut_noun(before: str, target: EntityRef, spec: DomainSpec, extra: frozenset[str] = frozenset()) -> str:
     """``before`` without the determiner and noun that precede the slot ("cancel my visit " ->
     "cancel ", "confirm pickup request " -> "confirm "), when they name the target's kind (the
-    description says it again)."""
-    nouns = _nouns(target, spec) - {"my", "the", "our"}
+    description says it again) or are one of ``extra``."""
+    nouns = (_nouns(target, spec) | extra) - {"my", "the", "our"}
     cut = before
     for _ in range(3):  # a noun of the target's kind, one word at a time ("pickup request")
         words = list(re.finditer(r"[A-Za-z]+", cut))
@@ -62,16 +62,41 @@ _WANTING = {"want", "need", "like", "love", "have", "going", "trying", "wish", "
 """Words before an infinitive's "to" ("I want to switch {member}"): the verb after it is no noun to cut."""
 
 
+_SINGULAR = r"(?:is|was|has|does|isn't|wasn't|hasn't|doesn't|keeps|needs|breaks|belongs|looks|seems|takes|goes|" \
+            r"works|costs|runs|stays|sits|comes|starts|ends|expires|fails)\b"
+"""Verbs that agree with one record: a phrasing that makes its slot (or ``it``) their subject reads
+wrongly of a set ("every todo task ... is stuck", "them breaks the rules")."""
+
+
+_RECORD_NOUNS = frozenset({"request", "record", "entry", "item", "booking", "reservation", "order", "ticket", "number",
+                           "id"})
+"""Nouns a phrasing puts before its slot that say the record's kind ("Approve follow request {id}")."""
+
+
+def _fits_a_set(template: str, names: set[str]) -> bool:
+    """Whether ``template`` can be said of several records: its target slot is no subject of a verb
+    for one record, nor is an ``it`` that stands for the target."""
+    for m in re.finditer(r"\{(\w+)\}", template):
+        if m.group(1) in names and re.match(r"\s+(\w+\s+)?" + _SINGULAR, template[m.end():], re.IGNORECASE):
+            return False
+    return not re.search(r"\bit\s+" + _SINGULAR, template, re.IGNORECASE)
+
+
 def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],
                   spec: DomainSpec, me: EntityRef | None, later: str = "it") -> str | None:
     """``template`` with the target's slots said as ``subject`` (``later`` after the first), the other
     slots filled as usual; None when a slot has no value."""
     names = _slot_names(goal, target)
+    many = bool(re.match(r"(every|each|all)\b", subject))
+    if many and not _fits_a_set(template, names):
+        return None
+    # said of a set, the tool's own noun goes too: "Cancel reservation {id}" -> "Cancel every rental of mine"
+    extra = frozenset(goal.tool.name.lower().split("_")[1:]) | _RECORD_NOUNS if many else frozenset()
     out, pos, n = [], 0, 0
     for m in re.finditer(r"\{(\w+)\}", template):
         if m.group(1) not in names:
             continue
-        out.append(_cut_noun(template[pos : m.start()], target, spec))  # "mark item {id}" said later: "mark it"
+        out.append(_cut_noun(template[pos : m.start()], target, spec, extra))  # "mark item {id}" said later: "mark it"
         out.append(_MARK if n == 0 else later)
         pos, n = m.end(), n + 1
     if n == 0:
@@ -109,7 +134,8 @@ def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
     if fam == "transition":
         verb = human(str(tool.meta.get("verb") or tool.name.split("_")[0]))
         to = human(str(tool.meta.get("to") or ""))
-        tail = f" so that it is {to}" if to and to not in verb else ""
+        many = bool(re.match(r"(every|each|all)\b", subject))
+        tail = f" so that {'they are' if many else 'it is'} {to}" if to and to not in verb else ""
         return polish(f"Please {verb} {subject}{tail}" + (f" ({details})." if details else "."))
     desc = tool.description.rstrip(".")
     noun = human(str(tool.meta.get("entity_singular") or ""))

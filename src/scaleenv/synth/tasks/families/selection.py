@@ -148,6 +148,8 @@ def qualified(noun: str, c: Column, value: Any) -> str:
     delivery", "full-time job posting", "job posting with employment type fixed term contract"."""
     said = say(value)
     words = said.split()
+    if said.lower() in ("none", "no") and not is_state(c):
+        return f"{noun} with no {col_words(c)}"  # "every rental of mine with no insurance", not "every none rental"
     if len(words) == 1 and is_state(c) and said.lower() in _ACT_WORDS:
         # "every placed order of mine" reads as every order I placed: the state is said as one
         return f"{noun} that is still {said}"
