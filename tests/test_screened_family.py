@@ -230,3 +230,27 @@ def test_a_set_is_said_without_the_phrasings_record_noun_and_with_a_plural_verb(
     said = [t for t in texts if "every " in t]
     assert said
     assert not [t for t in said if re.search(r"\bfollow request every\b|\bthem (is|breaks)\b|so that it is", t)]
+
+
+def test_a_state_said_of_a_record_reports_no_change():
+    """Play round 16: "FXT-0054 (scheduled)" and "four scheduled fixtures" made the user count a
+    purchase and a postponement done, and end the chat before it said yes."""
+    from scaleenv.env.judge import Progress
+    from scaleenv.formats.task import Objective
+
+    goals = [Objective(kind="write", text="Buy a ticket.", done_words=["purchased"], subject=["fixture", "match"]),
+             Objective(kind="write", text="Postpone it.", done_words=["postponed"], subject=["fixture", "match"])]
+    progress = Progress(goals)
+    progress.update("I found the home fixture against Northgate Athletic: FXT-0054 (scheduled). The club has four "
+                    "scheduled fixtures against Northgate Athletic. Its status: scheduled.")
+    assert progress.done == [False, False]
+    progress.update("The ticket for the fixture was purchased.")
+    assert progress.done[0]
+
+
+@pytest.mark.parametrize("name", ["email_management", "social_media_messaging", "project_management"])
+def test_no_rule_offers_another_move(name):
+    """A rule that says what would be allowed instead ("it can only be hidden") invites an offer the user then
+    accepts, and the expected state has no such change."""
+    for rule in context(name).spec.policy.rules:
+        assert not re.search(r"\bonly\b.*\b(can|be)\b|\binstead\b", rule.text), rule.text

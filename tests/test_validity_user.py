@@ -90,7 +90,10 @@ def test_user_replies_do_not_depend_on_the_world_or_the_answers(loader):
                 for act in (True, False) for right in (True, False)}
         first = runs[(True, True)]
         assert all(r == first for r in runs.values()), task.id
-        assert STOP in first[-1], (task.id, first[-1])  # the report of every goal ends the conversation
+        if task.user_profile.pushback and task.user_profile.pushback in first:  # presses once at the first "cannot"
+            assert first.count(task.user_profile.pushback) == 1, task.id
+        else:
+            assert STOP in first[-1], (task.id, first[-1])  # the report of every goal ends the conversation
         assert "I don't know that, sorry." in first[5]
         assert first[4].startswith("Yes, please go ahead.")
 

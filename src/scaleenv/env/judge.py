@@ -57,14 +57,20 @@ _DONE_WORD = (r"(scheduled|registered|booked|confirmed|placed|added|created|reco
               r"cancell?ed|completed?|processed|transferred|refunded|voided|deposited|withdrawn|sold|bought|done|finished)")
 _NOT_A_REPORT = re.compile(
     r"\bto\s+(be\s+)?" + _DONE_WORD + r"\b|"  # a purpose or a plan: "to complete the registration", "to be cancelled"
-    r"\b(upcoming|existing|current|currently|previously|original|originally|other|its|their|your|the|his|her|any)\s+"
-    + _DONE_WORD + r"(?=\s+[a-z])",  # a done word used as an adjective: "its upcoming scheduled appointments"
+    r"\b(upcoming|existing|current|currently|previously|original|originally|other|its|their|your|the|his|her|any|"
+    r"\d+|one|two|three|four|five|six|seven|eight|nine|ten|several|many|some|no|all)\s+"
+    + _DONE_WORD + r"(?=\s+[a-z])|"  # a done word used as an adjective: "its upcoming scheduled appointments"
+    r"\bstatus\s*(is\s*|:\s*)?" + _DONE_WORD + r"\b",  # "status: scheduled", "its status is confirmed"
     re.IGNORECASE)
 
 
+_STATE_LABEL = re.compile(r"\(\s*(status\s*:?\s*)?" + _DONE_WORD + r"\s*\)", re.IGNORECASE)
+"""A record's state in brackets ("FXT-0054 (scheduled)"): a description, not a report."""
+
+
 def _reported(sentence: str) -> str:
-    """``sentence`` without the done words that report nothing (a purpose, an adjective)."""
-    return _NOT_A_REPORT.sub(lambda m: m.group(0).split()[0] + " …", sentence)
+    """``sentence`` without the done words that report nothing (a purpose, an adjective, a state label)."""
+    return _NOT_A_REPORT.sub(lambda m: m.group(0).split()[0] + " …", _STATE_LABEL.sub("(…)", sentence))
 
 
 def sentences(text: str) -> list[str]:
