@@ -227,7 +227,8 @@ def test_scripted_user_stops_when_told_done_or_out_of_turns(loader):
     """The user ends when the agent reports its request done (its own judgement, not the reward's),
     when its turns run out, or when its patience does."""
     u, _ = loader
-    task = next(t for t in u.tasks() if t.family == "direct")  # a report of every change (nothing refused)
+    task = next(t for t in u.tasks() if not t.forbidden and not t.user_profile.pushback
+                and all(o.kind != "refusal" for o in t.user_profile.objectives))  # a report of every change (nothing refused)
     user = ScriptedUser(patience=10)
     user.reset(UserContext(task=task, rng=None, max_turns=3))
     asyncio.run(user.opening())
