@@ -13,7 +13,7 @@ from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.reward.state import Reward, compute_reward
 from scaleenv.tools.output import error_output
 from scaleenv.tools.runtime import ToolResult, execute_tool
-from scaleenv.world.world import World
+from scaleenv.world.world import World, snapshot_keys
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Episode:
         self.gold_keys = {t: set(ks) for t, ks in (gold_keys or {}).items()}
         allowed = set(tools) if tools is not None else None
         self._tools = {t.name: t for t in spec.tools if allowed is None or t.name in allowed}
-        self._schemas = [t.openai_schema() for t in self._tools.values()]
+        self._schemas: list[dict[str, Any]] | None = None  # built on first request: an oracle never asks
         self.matcher = matcher
         self.threshold = threshold
         self.world = World.from_snapshot(spec, initial)
@@ -75,6 +75,8 @@ class Episode:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function schemas."""
+        if self._schemas is None:
+            self._schemas = [t.openai_schema() for t in self._tools.values()]
         return self._schemas
 
     def call_tool(self, name: Any, args: Any = None) -> ToolResult:
@@ -124,7 +126,7 @@ class Episode:
             keys=keys,
             matcher=self.matcher,
             threshold=self.threshold,
-            initial=self.initial_world(),
+            initial=snapshot_keys(self.spec, self._initial) or self.initial_world(),
         )
 
     def initial_world(self) -> World:

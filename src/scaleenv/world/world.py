@@ -182,6 +182,34 @@ def register_snapshot(world: World, snap: bytes) -> None:
         _cache_put(("id", id(snap), id(world.spec)), snap, world.spec, base)
 
 
+class SnapshotKeys:
+    """Which rows a registered snapshot holds, read from its row digests (no database, no SQL).
+
+    Answers :meth:`World.has_row` for the snapshot's state: the digests are keyed by the stored
+    primary-key values, as the change log records them."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: Mapping[str, Mapping[Any, int | None]]):
+        self._rows = rows
+
+    def has_row(self, table: str, key: object) -> bool:
+        """Whether the snapshot has a row with primary key ``key`` in ``table``."""
+        rows = self._rows.get(table)
+        return rows is not None and rows.get(key) is not None
+
+
+def snapshot_keys(spec: DomainSpec, snap: bytes) -> SnapshotKeys | None:
+    """The rows of ``snap`` when its digests are registered for this very bytes object and spec (a
+    snapshot taken of a hashed world, :meth:`World.snapshot`), else None."""
+    by_id = ("id", id(snap), id(spec))
+    with _BASE_LOCK:
+        hit = _BASE_CACHE.get(by_id)
+    if hit is None or hit[0] is not snap or hit[1] is not spec:
+        return None
+    return SnapshotKeys(hit[2].rows)
+
+
 @dataclass(frozen=True)
 class _SpecSetup:
     """What every world of one spec needs, computed once per spec object and shared."""
@@ -486,6 +514,12 @@ class World:
         cur = self.conn.execute(f"SELECT * FROM {quote_ident(table)} WHERE {quote_ident(pk)} = ?", (key,))
         r = cur.fetchone()
         return None if r is None else dict(zip([d[0] for d in cur.description], r, strict=True))
+
+    def has_row(self, table: str, key: object) -> bool:
+        """Whether ``table`` has a row with primary key ``key``."""
+        pk = self.primary_key(table)
+        return self.conn.execute(f"SELECT 1 FROM {quote_ident(table)} WHERE {quote_ident(pk)} = ?",
+                                 (key,)).fetchone() is not None
 
     def count(self, table: str) -> int:
         return int(self.conn.execute(f"SELECT COUNT(*) FROM {quote_ident(table)}").fetchone()[0])
