@@ -104,3 +104,36 @@ def test_an_unregistered_snapshot_falls_back_to_the_initial_world() -> None:
     assert ep.evaluate().score == 1.0
     assert ep._initial_world is not None  # the reward asked a restored world instead
     ep.close()
+
+
+def test_task_snapshots_are_not_kept_by_the_process_wide_cache(monkeypatch: Any) -> None:
+    import gc
+
+    import scaleenv.world.world as ww
+    from scaleenv.tools.replay import build_worlds
+
+    cache = TaskWorldCache(small_universe())
+    tasks = cache.tasks()
+    bases = {t.domain: cache.base(t.domain) for t in tasks}
+    ww.clear_hash_cache()
+    for task in tasks:
+        spec = cache.spec(task.domain)
+        worlds = build_worlds(spec, bases[task.domain], task)
+        ep = make_episode(spec, task, worlds)
+
+        def no_scan(self: World) -> Any:
+            raise AssertionError("a full scan: the initial snapshot's digests were not found")
+
+        del worlds  # the episode alone keeps its initial digests registered
+        with monkeypatch.context() as m:
+            m.setattr(World, "_compute_base", no_scan)
+            ep.reset()
+            assert ep.state_hash() == task.verification.initial_hash
+        ep.expected.close()
+        ep.close()
+        del ep
+    gc.collect()
+    # only the domains' base snapshots are in the cache (each under its id and its content), not a snapshot
+    # per task; no holder outlived its owner
+    assert ww._base_cache_bytes <= 2 * sum(len(b) for b in bases.values())
+    assert not [h for h in ww._HELD.values() if h.spec in {cache.spec(t.domain) for t in tasks}]

@@ -13,7 +13,7 @@ from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.reward.state import Reward, compute_reward
 from scaleenv.tools.output import error_output
 from scaleenv.tools.runtime import ToolResult, execute_tool
-from scaleenv.world.world import World, snapshot_keys
+from scaleenv.world.world import HeldSnapshot, World, snapshot_keys
 
 
 @dataclass
@@ -33,7 +33,8 @@ class Episode:
     world (may be shared read-only between episodes of the same task). ``gold_keys`` are the rows
     the gold chain touched; together with the rows the agent touched and the rows in the expected
     world's change log (the gold chain's writes, when it was executed on the initial snapshot) they
-    bound what ``evaluate()`` has to compare.
+    bound what ``evaluate()`` has to compare. ``held`` (the task's :class:`HeldSnapshot` of ``initial``)
+    keeps the initial state's row digests registered for as long as the episode lives.
     """
 
     def __init__(
@@ -47,9 +48,11 @@ class Episode:
         tools: Iterable[str] | None = None,
         matcher: Matcher = fuzzy_similarity,
         threshold: float = DEFAULT_THRESHOLD,
+        held: HeldSnapshot | None = None,
     ):
         self.spec = spec
         self._initial = initial
+        self._held = held  # keeps the initial snapshot's digests registered while the episode lives
         self.expected = expected
         self.answer_facts = list(answer_facts)
         self.gold_keys = {t: set(ks) for t, ks in (gold_keys or {}).items()}

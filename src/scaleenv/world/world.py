@@ -182,6 +182,39 @@ def register_snapshot(world: World, snap: bytes) -> None:
         _cache_put(("id", id(snap), id(world.spec)), snap, world.spec, base)
 
 
+class HeldSnapshot:
+    """A snapshot (``data``) and the row digests of the state it holds, registered for exactly as long
+    as this object lives (:meth:`World.hold_snapshot`).
+
+    Worlds restored from ``data`` while it lives hash without a scan, like a snapshot in the
+    process-wide digest cache, but the cache does not keep the bytes alive: a task's snapshot goes
+    when its owner drops it (a long run over many tasks does not grow by a snapshot per task)."""
+
+    __slots__ = ("__weakref__", "base", "data", "spec")
+
+    def __init__(self, data: bytes, spec: DomainSpec, base: _HashBase | None):
+        self.data, self.spec, self.base = data, spec, base
+
+
+# id(data), id(spec) -> its holder; an entry lives as long as its holder, which holds ``data``, so the
+# ids cannot be reused while the entry exists
+_HELD: weakref.WeakValueDictionary[tuple[int, int], HeldSnapshot] = weakref.WeakValueDictionary()
+
+
+def _lookup(spec: DomainSpec, snap: bytes) -> _HashBase | None:
+    """The registered digests of this very bytes object and spec (the cache, then the holders)."""
+    by_id = ("id", id(snap), id(spec))
+    with _BASE_LOCK:
+        hit = _BASE_CACHE.get(by_id)
+        if hit is not None and hit[0] is snap and hit[1] is spec:
+            _BASE_CACHE.move_to_end(by_id)
+            return hit[2]
+    held = _HELD.get((id(snap), id(spec)))
+    if held is not None and held.data is snap and held.spec is spec:
+        return held.base
+    return None
+
+
 class SnapshotKeys:
     """Which rows a registered snapshot holds, read from its row digests (no database, no SQL).
 
@@ -202,12 +235,8 @@ class SnapshotKeys:
 def snapshot_keys(spec: DomainSpec, snap: bytes) -> SnapshotKeys | None:
     """The rows of ``snap`` when its digests are registered for this very bytes object and spec (a
     snapshot taken of a hashed world, :meth:`World.snapshot`), else None."""
-    by_id = ("id", id(snap), id(spec))
-    with _BASE_LOCK:
-        hit = _BASE_CACHE.get(by_id)
-    if hit is None or hit[0] is not snap or hit[1] is not spec:
-        return None
-    return SnapshotKeys(hit[2].rows)
+    base = _lookup(spec, snap)
+    return None if base is None else SnapshotKeys(base.rows)
 
 
 @dataclass(frozen=True)
@@ -544,6 +573,16 @@ class World:
             register_snapshot(self, data)
         return data
 
+    def hold_snapshot(self) -> HeldSnapshot:
+        """:meth:`snapshot`, its digests registered only while the returned holder lives (a world whose
+        digests are known and which has no pending changes; otherwise the holder registers nothing)."""
+        data = self.conn.serialize()
+        base = self._base if self._base is not None and self._log_empty() else None
+        held = HeldSnapshot(data, self.spec, base)
+        if base is not None:
+            _HELD[(id(data), id(self.spec))] = held
+        return held
+
     def restore(self, data: bytes) -> None:
         """Reset to a snapshot without re-parsing anything (``deserialize``); a parked world takes a
         connection again first."""
@@ -684,13 +723,7 @@ class World:
 
     def _cached_base(self, snap: bytes) -> _HashBase | None:
         """The registered digests of this very bytes object, if any (no hashing)."""
-        by_id = ("id", id(snap), id(self.spec))
-        with _BASE_LOCK:
-            hit = _BASE_CACHE.get(by_id)
-            if hit is not None and hit[0] is snap and hit[1] is self.spec:
-                _BASE_CACHE.move_to_end(by_id)
-                return hit[2]
-        return None
+        return _lookup(self.spec, snap)
 
     def _compute_base(self) -> _HashBase:
         conn = self.conn
