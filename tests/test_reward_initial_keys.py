@@ -137,3 +137,20 @@ def test_task_snapshots_are_not_kept_by_the_process_wide_cache(monkeypatch: Any)
     # per task; no holder outlived its owner
     assert ww._base_cache_bytes <= 2 * sum(len(b) for b in bases.values())
     assert not [h for h in ww._HELD.values() if h.spec in {cache.spec(t.domain) for t in tasks}]
+
+
+def test_clearing_the_hash_cache_forgets_held_snapshots_too() -> None:
+    from scaleenv.tools.replay import build_worlds
+    from scaleenv.world.world import clear_hash_cache
+
+    cache = TaskWorldCache(small_universe())
+    task = cache.tasks()[0]
+    spec = cache.spec(task.domain)
+    worlds = build_worlds(spec, cache.base(task.domain), task)
+    assert worlds.held is not None and snapshot_keys(spec, worlds.initial) is not None
+    clear_hash_cache()  # benchmarks measure cold paths after it: nothing may answer from memory
+    assert snapshot_keys(spec, worlds.initial) is None
+    ep = make_episode(spec, task, worlds)
+    assert ep.state_hash() == task.verification.initial_hash  # still right, from a scan
+    ep.close()
+    worlds.expected.close()

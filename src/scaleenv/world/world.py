@@ -171,6 +171,7 @@ def clear_hash_cache() -> None:
     with _BASE_LOCK:
         _BASE_CACHE.clear()
         _base_cache_bytes = 0
+    _HELD.clear()  # held snapshots too: their holders live on, unregistered
 
 
 def register_snapshot(world: World, snap: bytes) -> None:
