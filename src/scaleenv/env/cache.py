@@ -27,7 +27,7 @@ ENV_UNIVERSE = "SCALEENV_UNIVERSE"
 def make_episode(spec: DomainSpec, task: Task, worlds: TaskWorlds, *, all_tools: bool = False) -> Episode:
     """A new episode on a task's worlds; ``all_tools`` offers every tool of the domain, not only the task's."""
     return Episode(spec, worlds.initial, worlds.expected, answer_facts=task.answer_facts,
-                   gold_keys=worlds.gold_keys, tools=None if all_tools else task.tools)
+                   gold_keys=worlds.gold_keys, tools=None if all_tools else task.tools, held=worlds.held)
 
 
 class TaskWorldCache:

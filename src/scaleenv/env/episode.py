@@ -13,7 +13,7 @@ from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.reward.state import Reward, compute_reward
 from scaleenv.tools.output import error_output
 from scaleenv.tools.runtime import ToolResult, execute_tool
-from scaleenv.world.world import World
+from scaleenv.world.world import HeldSnapshot, World, snapshot_keys
 
 
 @dataclass
@@ -33,7 +33,8 @@ class Episode:
     world (may be shared read-only between episodes of the same task). ``gold_keys`` are the rows
     the gold chain touched; together with the rows the agent touched and the rows in the expected
     world's change log (the gold chain's writes, when it was executed on the initial snapshot) they
-    bound what ``evaluate()`` has to compare.
+    bound what ``evaluate()`` has to compare. ``held`` (the task's :class:`HeldSnapshot` of ``initial``)
+    keeps the initial state's row digests registered for as long as the episode lives.
     """
 
     def __init__(
@@ -47,15 +48,17 @@ class Episode:
         tools: Iterable[str] | None = None,
         matcher: Matcher = fuzzy_similarity,
         threshold: float = DEFAULT_THRESHOLD,
+        held: HeldSnapshot | None = None,
     ):
         self.spec = spec
         self._initial = initial
+        self._held = held  # keeps the initial snapshot's digests registered while the episode lives
         self.expected = expected
         self.answer_facts = list(answer_facts)
         self.gold_keys = {t: set(ks) for t, ks in (gold_keys or {}).items()}
         allowed = set(tools) if tools is not None else None
         self._tools = {t.name: t for t in spec.tools if allowed is None or t.name in allowed}
-        self._schemas = [t.openai_schema() for t in self._tools.values()]
+        self._schemas: list[dict[str, Any]] | None = None  # built on first request: an oracle never asks
         self.matcher = matcher
         self.threshold = threshold
         self.world = World.from_snapshot(spec, initial)
@@ -75,6 +78,8 @@ class Episode:
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools as OpenAI function schemas."""
+        if self._schemas is None:
+            self._schemas = [t.openai_schema() for t in self._tools.values()]
         return self._schemas
 
     def call_tool(self, name: Any, args: Any = None) -> ToolResult:
@@ -124,7 +129,7 @@ class Episode:
             keys=keys,
             matcher=self.matcher,
             threshold=self.threshold,
-            initial=self.initial_world(),
+            initial=snapshot_keys(self.spec, self._initial) or self.initial_world(),
         )
 
     def initial_world(self) -> World:

@@ -6,12 +6,19 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from scaleenv.formats.task import AnswerFact
 from scaleenv.reward.facts import fact_stated_in
 from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
 from scaleenv.world.world import World, norm_value
+
+
+class RowIndex(Protocol):
+    """What the reward needs of the initial state: which rows it had (a :class:`World`, or a
+    registered snapshot's :class:`~scaleenv.world.world.SnapshotKeys`)."""
+
+    def has_row(self, table: str, key: object) -> bool: ...
 
 
 @dataclass
@@ -140,7 +147,7 @@ def _pair_created(cells: _Cells, table: str, want: dict[Any, dict[str, Any]], go
     return pairs
 
 
-def _created_keys(final: World, expected: World, initial: World | None, keys: Mapping[str, Iterable[Any]] | None,
+def _created_keys(final: World, expected: World, initial: RowIndex | None, keys: Mapping[str, Iterable[Any]] | None,
                   changes: Mapping[str, list[Any]]) -> dict[str, set[Any]]:
     """Per table, the keys in scope of rows created during the episode (in either world)."""
     if initial is None:
@@ -152,7 +159,7 @@ def _created_keys(final: World, expected: World, initial: World | None, keys: Ma
         else:
             scope = {r[final.primary_key(table)] for r in final.rows(table)}
             scope |= {r[expected.primary_key(table)] for r in expected.rows(table)}
-        new = {k for k in scope if initial.row(table, k) is None}
+        new = {k for k in scope if not initial.has_row(table, k)}
         if new:
             out[table] = new
     return out
@@ -171,7 +178,7 @@ def compute_reward(
     keys: Mapping[str, Iterable[Any]] | None = None,
     matcher: Matcher = fuzzy_similarity,
     threshold: float = DEFAULT_THRESHOLD,
-    initial: World | None = None,
+    initial: RowIndex | None = None,
 ) -> Reward:
     """Score ``final`` against ``expected``.
 

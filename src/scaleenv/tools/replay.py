@@ -11,7 +11,7 @@ from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.world.patch import apply_patch
-from scaleenv.world.world import World
+from scaleenv.world.world import HeldSnapshot, World
 
 
 @dataclass
@@ -26,13 +26,16 @@ class TaskWorlds:
     """Idle episodes kept for reuse by the task-world cache, by whether they offer every tool."""
     active: int = 0
     """Episodes of these worlds handed out by the task-world cache and not given back."""
+    held: HeldSnapshot | None = None
+    """``initial`` with its row digests, registered while these worlds (or an episode of them) live."""
 
 
 def build_worlds(spec: DomainSpec, base: bytes, task: Task, *, check_hashes: bool = True) -> TaskWorlds:
     """Build and verify a task's initial and expected worlds (raises UniverseError on a mismatch)."""
     world = World.from_snapshot(spec, base)
     apply_patch(world, task.initial_patch)
-    initial = world.snapshot()
+    held = world.hold_snapshot()  # not the process-wide cache: it would keep every task's bytes alive
+    initial = held.data
     if check_hashes and world.state_hash() != task.verification.initial_hash:
         raise UniverseError(f"task {task.id}: initial state does not match its recorded hash")
     try:
@@ -43,4 +46,4 @@ def build_worlds(spec: DomainSpec, base: bytes, task: Task, *, check_hashes: boo
     world.clear_changes()  # hashes the chain's rows once: the check below and later hashes reuse them
     if check_hashes and world.state_hash() != task.verification.expected_hash:
         raise UniverseError(f"task {task.id}: expected state does not match its recorded hash")
-    return TaskWorlds(initial, world, keys, outputs)
+    return TaskWorlds(initial, world, keys, outputs, held=held)

@@ -171,6 +171,7 @@ def clear_hash_cache() -> None:
     with _BASE_LOCK:
         _BASE_CACHE.clear()
         _base_cache_bytes = 0
+    _HELD.clear()  # held snapshots too: their holders live on, unregistered
 
 
 def register_snapshot(world: World, snap: bytes) -> None:
@@ -180,6 +181,63 @@ def register_snapshot(world: World, snap: bytes) -> None:
         return
     with _BASE_LOCK:
         _cache_put(("id", id(snap), id(world.spec)), snap, world.spec, base)
+
+
+class HeldSnapshot:
+    """A snapshot (``data``) and the row digests of the state it holds, registered for exactly as long
+    as this object lives (:meth:`World.hold_snapshot`).
+
+    Worlds restored from ``data`` while it lives hash without a scan, like a snapshot in the
+    process-wide digest cache, but the cache does not keep the bytes alive: a task's snapshot goes
+    when its owner drops it (a long run over many tasks does not grow by a snapshot per task)."""
+
+    __slots__ = ("__weakref__", "base", "data", "spec")
+
+    def __init__(self, data: bytes, spec: DomainSpec, base: _HashBase | None):
+        self.data, self.spec, self.base = data, spec, base
+
+
+# id(data), id(spec) -> its holder; an entry lives as long as its holder, which holds ``data``, so the
+# ids cannot be reused while the entry exists
+_HELD: weakref.WeakValueDictionary[tuple[int, int], HeldSnapshot] = weakref.WeakValueDictionary()
+
+
+def _lookup(spec: DomainSpec, snap: bytes) -> _HashBase | None:
+    """The registered digests of this very bytes object and spec (the cache, then the holders)."""
+    by_id = ("id", id(snap), id(spec))
+    with _BASE_LOCK:
+        hit = _BASE_CACHE.get(by_id)
+        if hit is not None and hit[0] is snap and hit[1] is spec:
+            _BASE_CACHE.move_to_end(by_id)
+            return hit[2]
+    held = _HELD.get((id(snap), id(spec)))
+    if held is not None and held.data is snap and held.spec is spec:
+        return held.base
+    return None
+
+
+class SnapshotKeys:
+    """Which rows a registered snapshot holds, read from its row digests (no database, no SQL).
+
+    Answers :meth:`World.has_row` for the snapshot's state: the digests are keyed by the stored
+    primary-key values, as the change log records them."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: Mapping[str, Mapping[Any, int | None]]):
+        self._rows = rows
+
+    def has_row(self, table: str, key: object) -> bool:
+        """Whether the snapshot has a row with primary key ``key`` in ``table``."""
+        rows = self._rows.get(table)
+        return rows is not None and rows.get(key) is not None
+
+
+def snapshot_keys(spec: DomainSpec, snap: bytes) -> SnapshotKeys | None:
+    """The rows of ``snap`` when its digests are registered for this very bytes object and spec (a
+    snapshot taken of a hashed world, :meth:`World.snapshot`), else None."""
+    base = _lookup(spec, snap)
+    return None if base is None else SnapshotKeys(base.rows)
 
 
 @dataclass(frozen=True)
@@ -487,6 +545,12 @@ class World:
         r = cur.fetchone()
         return None if r is None else dict(zip([d[0] for d in cur.description], r, strict=True))
 
+    def has_row(self, table: str, key: object) -> bool:
+        """Whether ``table`` has a row with primary key ``key``."""
+        pk = self.primary_key(table)
+        return self.conn.execute(f"SELECT 1 FROM {quote_ident(table)} WHERE {quote_ident(pk)} = ?",
+                                 (key,)).fetchone() is not None
+
     def count(self, table: str) -> int:
         return int(self.conn.execute(f"SELECT COUNT(*) FROM {quote_ident(table)}").fetchone()[0])
 
@@ -509,6 +573,16 @@ class World:
         if self._base is not None and self._log_empty():
             register_snapshot(self, data)
         return data
+
+    def hold_snapshot(self) -> HeldSnapshot:
+        """:meth:`snapshot`, its digests registered only while the returned holder lives (a world whose
+        digests are known and which has no pending changes; otherwise the holder registers nothing)."""
+        data = self.conn.serialize()
+        base = self._base if self._base is not None and self._log_empty() else None
+        held = HeldSnapshot(data, self.spec, base)
+        if base is not None:
+            _HELD[(id(data), id(self.spec))] = held
+        return held
 
     def restore(self, data: bytes) -> None:
         """Reset to a snapshot without re-parsing anything (``deserialize``); a parked world takes a
@@ -650,13 +724,7 @@ class World:
 
     def _cached_base(self, snap: bytes) -> _HashBase | None:
         """The registered digests of this very bytes object, if any (no hashing)."""
-        by_id = ("id", id(snap), id(self.spec))
-        with _BASE_LOCK:
-            hit = _BASE_CACHE.get(by_id)
-            if hit is not None and hit[0] is snap and hit[1] is self.spec:
-                _BASE_CACHE.move_to_end(by_id)
-                return hit[2]
-        return None
+        return _lookup(self.spec, snap)
 
     def _compute_base(self) -> _HashBase:
         conn = self.conn
