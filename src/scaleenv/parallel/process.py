@@ -10,6 +10,7 @@ import multiprocessing as mp
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -52,6 +53,9 @@ def start_context(preload: tuple[str, ...] = ("scaleenv.run.rollout", "scaleenv.
         ctx.set_forkserver_preload(list(preload))
         return ctx
     return mp.get_context()
+
+STOP_GRACE = 10.0
+"""Seconds the running batches get to finish when a run stops on an error (Ctrl-C reaches the workers too)."""
 
 
 class ProcessExecutor(Executor):
@@ -100,16 +104,25 @@ class ProcessExecutor(Executor):
             raise
 
     def _kill(self) -> None:
+        """Stop the pool after an error: queued batches are cancelled and the running ones may finish
+        (``STOP_GRACE`` seconds) before a worker still alive is terminated. A worker terminated while it
+        writes its result leaves half a message in the result pipe, on which the pool's manager thread
+        (and so the interpreter's exit, which joins it) would wait for ever."""
         pool, self.pool = self.pool, None
         if pool is None:
             return
         procs = list((getattr(pool, "_processes", None) or {}).values())
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
+        manager = getattr(pool, "_executor_manager_thread", None)
         pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + STOP_GRACE
         for p in procs:
-            p.join(timeout=5)
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in procs:
+            if p.is_alive():  # hung in a batch: nothing it would send is wanted any more
+                p.terminate()
+                p.join(timeout=5)
+        if manager is not None:
+            manager.join(timeout=5)
 
     def close(self) -> None:
         pool, self.pool = self.pool, None
