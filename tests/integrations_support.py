@@ -108,7 +108,11 @@ def conversational_score(universe: Path, task: Task, calls: list[tuple[str, dict
 
 
 def write_task(universe: Path) -> Task:
-    """A task whose gold chain writes (refusals and questions have none)."""
-    return next(t for t in tasks(universe) if any(
-        (tool := task_source(universe).spec(t.domain).tool(c.tool)) is not None and tool.kind == "write"
-        for c in t.gold_chain))
+    """A task whose gold chain writes (refusals and questions have none) and that its first write alone does
+    not finish (a second write or a value to state: a session that made only that write scores 0), whatever
+    families the build drew."""
+    def writes(t: Task) -> int:
+        spec = task_source(universe).spec(t.domain)
+        return sum(1 for c in t.gold_chain if (tool := spec.tool(c.tool)) is not None and tool.kind == "write")
+
+    return next(t for t in tasks(universe) if writes(t) >= 2 or (writes(t) == 1 and t.answer_facts))
