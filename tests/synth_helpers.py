@@ -36,3 +36,16 @@ def family_tasks(name: str, family: str, n: int) -> list:
             out.append(generate_task(ctx, 0, attempt, ChainConfig(family_mix={family: 1.0})))
         attempt += 1
     return out
+
+
+def scripted_reply(task, spec, text: str) -> str:
+    """What a fresh scripted user of ``task`` answers to ``text``, right after its opening request."""
+    import asyncio
+    import random
+
+    from scaleenv.env.users import ScriptedUser, UserContext
+
+    user = ScriptedUser()
+    user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
+    asyncio.run(user.opening())
+    return asyncio.run(user.reply(text))

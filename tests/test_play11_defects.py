@@ -294,11 +294,8 @@ def test_a_confirmation_that_names_a_withheld_number_wrongly_is_declined():
     """Play round 14, library_services/00008 (seed 8191): "... membership type senior, fines due 0.00 ...
     Shall I go ahead?" got "Yes, please go ahead." from a user who knew fines due 12.5 (withheld until
     asked): another number of the request (the card number) had counted as the user's own."""
-    import asyncio
-
-    from scaleenv.env.users import ScriptedUser, UserContext
     from scaleenv.formats.task import UserProfile
-    from synth_helpers import family_tasks
+    from synth_helpers import family_tasks, scripted_reply
 
     spec = context("library_services").spec
     base = family_tasks("library_services", "direct", 1)[0]
@@ -309,10 +306,7 @@ def test_a_confirmation_that_names_a_withheld_number_wrongly_is_declined():
     task = base.model_copy(update={"user_profile": profile})
 
     def reply(text: str) -> str:
-        user = ScriptedUser()
-        user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
-        asyncio.run(user.opening())
-        return asyncio.run(user.reply(text))
+        return scripted_reply(task, spec, text)
 
     ask = "Create a new senior cardholder Jeffrey Jones, card number 78337057, fines due {}. Shall I go ahead?"
     assert reply(ask.format("0.00")).startswith("No, that is not right")

@@ -21,7 +21,7 @@ from scaleenv.env.users import ScriptedUser, UserContext, turn_budget
 from scaleenv.formats.task import UserProfile
 from scaleenv.formats.trajectory import STOP
 from scaleenv.reward.procedure import CONFIRMATION, IDENTITY, is_staff, procedure_checks
-from synth_helpers import context, family_tasks
+from synth_helpers import context, family_tasks, scripted_reply
 
 
 def _call(i: int, name: str, args: dict) -> dict:
@@ -117,10 +117,7 @@ def test_staff_have_no_identity_to_verify_and_say_who_they_are_when_asked():
              _call(1, write, {}), _out(1, {"id": "X"})]
     assert dict(procedure_checks(staff, spec, convo))[IDENTITY] is True
     assert dict(procedure_checks(task, spec, convo))[IDENTITY] is False
-    user = ScriptedUser()
-    user.reset(UserContext(task=staff, rng=random.Random(0), spec=spec))
-    asyncio.run(user.opening())
-    reply = asyncio.run(user.reply("Before I start, may I have your name, please?"))
+    reply = scripted_reply(staff, spec, "Before I start, may I have your name, please?")
     assert "staff member looking after the rental office Harbor" in reply and STOP not in reply
     # the record's facts are not the staff member's own (smart_home, seed 31: "My name is The Goodman Home")
     assert not re.search(r"\bMy\b", reply), reply
@@ -136,10 +133,7 @@ def test_a_plan_or_a_restated_request_never_ends_the_chat(name):
         for text in (f"I'd like to make sure I understand. {goals} Is that correct?",
                      f"Before I start, this is what I will do. {goals} Let me know.",
                      "Could you tell me which one you mean?"):
-            user = ScriptedUser()
-            user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
-            asyncio.run(user.opening())
-            reply = asyncio.run(user.reply(text))
+            reply = scripted_reply(task, spec, text)
             assert STOP not in reply, (task.id, text, reply)
 
 
@@ -178,10 +172,7 @@ def test_a_fact_of_another_goal_is_no_reason_to_decline():
     task = base.model_copy(update={"user_profile": profile})
 
     def reply(text: str) -> str:
-        user = ScriptedUser()
-        user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
-        asyncio.run(user.opening())
-        return asyncio.run(user.reply(text))
+        return scripted_reply(task, spec, text)
 
     assert reply("The line with the lowest quantity is ITM-0123 (quantity 1). Shall I go ahead and remove it?"
                  ).startswith("Yes")
