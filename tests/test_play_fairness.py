@@ -143,12 +143,13 @@ def test_the_user_turn_budget_grows_with_the_tasks_writes():
     writes = sum(1 for c in task.gold_chain if spec.tool(c.tool).kind == "write")
     assert writes >= 1
     ctx = UserContext(task=task, rng=random.Random(0), max_turns=2, spec=spec)
-    assert turn_budget(ctx) == 2 + writes
+    gradual = len(task.user_profile.goals) if task.user_profile.gradual else 0  # one more turn per request
+    assert turn_budget(ctx) == 2 + writes + gradual
     user = ScriptedUser(patience=100)
     user.reset(ctx)
     asyncio.run(user.opening())
-    # the opening is its first message: 2 + writes in all, then it has to go
-    replies = [asyncio.run(user.reply("Shall I go ahead with the change?")) for _ in range(2 + writes)]
+    # the opening is its first message: 2 + writes (+ gradual) in all, then it has to go
+    replies = [asyncio.run(user.reply("Shall I go ahead with the change?")) for _ in range(2 + writes + gradual)]
     assert all(STOP not in r for r in replies[:-1]) and "I have to go now" in replies[-1]
 
 

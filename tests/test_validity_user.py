@@ -50,9 +50,11 @@ def _transcript(task: Task, *, right: bool) -> list[str]:
     facts = [f"I cannot do that, our policy does not allow it: {f.value if right else _wrong(f.value)}."
              if f.name == REFUSAL_FACT else f"The {f.name.replace('_', ' ')} is {spoken(f.value if right else _wrong(f.value))}."
              for f in task.answer_facts]
+    # a user who says its requests one at a time hears the report once per request
+    reports = len(task.user_profile.goals) if task.user_profile.gradual else 1
     return ["Hello! What is your id?", "Could you give me your email address?", "I am looking into it.",
             "Shall I go ahead with the change?", "What is your favourite colour?",
-            " ".join(["Your request has been completed.", *facts])]
+            *[" ".join(["Your request has been completed.", *facts])] * reports]
 
 
 def _replies(loader, task: Task, *, act: bool, right: bool) -> list[str]:

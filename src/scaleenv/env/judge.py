@@ -102,6 +102,22 @@ def is_action_confirmation(sentence: str) -> bool:
     return bool(_ACTION_CONFIRM.search(sentence))
 
 
+_ALTERNATIVE = re.compile(r"\b(instead|alternatively|rather than|in its place|as an alternative)\b",
+                          re.IGNORECASE)
+_WHICH = re.compile(r"\bwhich (one|ones|of (these|those|them|the|your))\b|\b(do|did) you mean\b|"
+                    r"\bare you referring to\b|\bwhich\b[^?]*\bis (it|the one)\b", re.IGNORECASE)
+
+
+def offers_alternative(sentence: str) -> bool:
+    """Words offering something else ("Would you like me to reschedule it instead?")."""
+    return bool(_ALTERNATIVE.search(sentence))
+
+
+def asks_which(sentence: str) -> bool:
+    """A question asking which of several records the user means ("Which one do you mean?")."""
+    return bool(_WHICH.search(sentence))
+
+
 def asks_identity(sentence: str) -> bool:
     """A question about who the user is ("What is your id?", "Can I have your details?")."""
     return bool(_IDENTITY.search(sentence))
@@ -122,9 +138,16 @@ class Progress:
     def __init__(self, objectives: list[Objective]):
         self.objectives = objectives
         self.done = [False] * len(objectives)
+        self.said = len(objectives)
+        """How many objectives (the first ones) the user has stated so far: only those can be reported."""
 
     def pending(self) -> list[Objective]:
-        return [o for o, d in zip(self.objectives, self.done, strict=True) if not d]
+        """The objectives stated so far and not yet reported."""
+        return [o for o, d in zip(self.objectives[: self.said], self.done, strict=False) if not d]
+
+    def stated_done(self) -> bool:
+        """Whether every objective stated so far was reported (the user may say its next one)."""
+        return all(self.done[: self.said])
 
     def finished(self) -> bool:
         return bool(self.objectives) and all(self.done)
@@ -132,7 +155,7 @@ class Progress:
     def _refusals(self, said: Iterable[str]) -> None:
         for sentence in said:
             if _FAIL.search(sentence):
-                for i, o in enumerate(self.objectives):
+                for i, o in enumerate(self.objectives[: self.said]):
                     if o.kind == "refusal" and not self.done[i]:
                         self.done[i] = True  # told that (and why) it cannot be done
                         break
@@ -154,7 +177,7 @@ class Progress:
                 continue
             sentence = _reported(sentence)
             s = norm(sentence)
-            open_ = [i for i, d in enumerate(self.done) if not d]
+            open_ = [i for i, d in enumerate(self.done[: self.said]) if not d]
             reads = [i for i in open_ if self.objectives[i].kind == "read"]
             if not reads and not any(self.objectives[i].kind == "write" for i in open_):
                 continue

@@ -52,11 +52,13 @@ class UserOptions(EndpointOptions):
 
 def turn_budget(ctx: UserContext) -> int:
     """The user's messages before it has to go: ``max_turns``, plus one per change the task makes
-    (a careful agent asks before each, and a long task may make 8 to 18)."""
+    (a careful agent asks before each, and a long task may make 8 to 18), plus one per request when
+    the user says them one at a time."""
     spec = ctx.spec
     writes = sum(1 for c in ctx.task.gold_chain
                  if spec is None or ((t := spec.tool(c.tool)) is not None and t.kind == "write"))
-    return ctx.max_turns + writes
+    gradual = len(ctx.task.user_profile.goals) if ctx.task.user_profile.gradual else 0
+    return ctx.max_turns + writes + gradual  # a user who says its requests one at a time says each in a turn
 
 
 class User(ABC):
@@ -113,6 +115,12 @@ yes or no answers it, even when it ends in an offer to go ahead."""
 _DEFAULT = re.compile(r"\b(the|its|a) (default|usual|standard)\b|\b(as it is|as is|unchanged)\b", re.IGNORECASE)
 
 
+NEXT_REQUEST = "There is one more thing."
+"""How a user who says its requests one at a time brings up the next one."""
+NO_ALTERNATIVE = "No, thank you; I only want what I asked for."
+"""The scripted user's answer to an offer of something it did not ask for."""
+
+
 class ScriptedUser(User):
     """Deterministic user driven by the task's profile and the conversation alone.
 
@@ -121,9 +129,11 @@ class ScriptedUser(User):
       (:class:`~scaleenv.env.vocabulary.Vocabulary`); "what is your id?" gets the facts that
       identify it; reveals withheld facts only when asked about them; a confirmation question gets
       a yes, unless it names one of the user's facts with another value (the wrong record or value:
-      then a no and the right value); a decision point of its profile gets its decision; anything
+      then a no and the right value); an offer of something else after a refusal ("I can't; shall I ... instead?") gets a no; a
+      question asking which record it means gets what it knows of that record; a decision point of its profile gets its decision; anything
       else it does not know. A profile with a ``pushback`` says it, once, the first time the agent
-      says it cannot do something (whatever the reason), before it accepts the answer.
+      says it cannot do something (whatever the reason), before it accepts the answer. A ``gradual``
+      profile says its requests one at a time: the next once those said are dealt with.
     - Judges, from what the agent says, which goals were reported done (or answered)
       (:class:`~scaleenv.env.judge.Progress`), and recaps only the others.
     - Ends with the stop marker once every goal was reported done, when its turns run out, or
@@ -149,7 +159,11 @@ class ScriptedUser(User):
         self.vocab = Vocabulary(ctx.spec, list(self.known))
         self.identity = [f for f in profile.identity if f in self.known] or self._identity_guess()
         self.progress = Progress(objectives_of(ctx.task))
+        self.goals = list(profile.goals) or [ctx.task.instruction]
+        if profile.gradual and len(self.goals) == len(self.progress.objectives) >= 2:
+            self.progress.said = 1  # the first request now, each next one once those before are dealt with
         self.staff = is_staff(ctx.task)
+        self.asked_for = " ".join(profile.goals) or ctx.task.instruction
         self.pushed = not profile.pushback  # a user with a pushback presses once before accepting a refusal
 
     def _role(self) -> str:
@@ -178,9 +192,8 @@ class ScriptedUser(User):
 
     def request(self) -> str:
         profile = self.ctx.task.user_profile
-        goals = list(profile.goals) or [self.ctx.task.instruction]
         hidden = self._hidden()
-        body = " ".join(redact(g, hidden) for g in goals)
+        body = " ".join(redact(g, hidden) for g in self.goals[: self.progress.said])
         persona = profile.persona.strip()
         intro = re.sub(r"^You are\b", "Hi, I am", persona) if persona else "Hi."
         return f"{intro} {body}".strip()
@@ -199,7 +212,16 @@ class ScriptedUser(User):
 
     def answer(self, agent_text: str) -> tuple[list[str], bool]:
         """What the user says to the questions in ``agent_text``, and whether it asked any."""
-        from scaleenv.env.judge import asks_identity, is_action_confirmation, is_confirmation, questions
+        from scaleenv.env.judge import (
+            asks_identity,
+            asks_which,
+            is_action_confirmation,
+            is_confirmation,
+            offers_alternative,
+            questions,
+            says_cannot,
+        )
+        from scaleenv.env.vocabulary import has_phrase, norm
 
         parts: list[str] = []
         given: list[str] = []
@@ -227,7 +249,10 @@ class ScriptedUser(User):
                 continue
             if is_action_confirmation(sentence) and not decisions:
                 wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
-                if wrong is not None:
+                if offers_alternative(sentence) and says_cannot(agent_text) and not offers_alternative(self.asked_for):
+                    if NO_ALTERNATIVE not in parts:
+                        parts.append(NO_ALTERNATIVE)  # something else than what was asked: not wanted
+                elif wrong is not None:
                     parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self._mine(), self._owner())}")
                 elif "Yes, please go ahead." not in parts:
                     parts.append("Yes, please go ahead.")
@@ -239,6 +264,13 @@ class ScriptedUser(User):
                 facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
+            if not facts and asks_which(sentence):
+                # "which Northgate Athletic fixture do you mean?": the details the user knows of that record
+                for said in (norm(sentence), norm(agent_text)):  # "I see two fixtures. Which one do you mean?"
+                    facts = [f for f in self.known if f not in given and not f.endswith(" id")
+                             and any(has_phrase(said, n) for n in self.vocab.pairs[f][0])]
+                    if facts:
+                        break
             if facts:
                 given += facts
                 continue
@@ -258,7 +290,7 @@ class ScriptedUser(User):
             parts.insert(len(decisions), said)
         elif unknown and not parts:
             parts.append("I don't know that, sorry.")
-        verdict = [p for p in parts if p.startswith(("Yes, please go ahead.", "No, that is not right"))]
+        verdict = [p for p in parts if p.startswith(("Yes, please go ahead.", "No, that is not right", NO_ALTERNATIVE))]
         return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
 
     def wrong_fact(self, sentence: str) -> str | None:
@@ -315,6 +347,11 @@ class ScriptedUser(User):
             return self.ctx.task.user_profile.pushback
         if self.progress.finished():
             return self._stop("Thank you, that is everything I needed.")
+        if self.progress.stated_done() and self.progress.said < len(self.goals):
+            # the requests said so far are dealt with: the user says its next one
+            self.progress.said += 1
+            self.idle = 0
+            return f"Thanks. {NEXT_REQUEST} {redact(self.goals[self.progress.said - 1], self._hidden())}"
         parts, asked = self.answer(agent_text)
         if asked or moved:
             self.idle = 0
@@ -345,12 +382,17 @@ DEFAULT_USER_PROMPT = (
     "Facts you know and may share: {known}\n"
     "Facts you know but share ONLY if the agent asks for them: {withheld}\n"
     "Rules: write only your next message to the agent, briefly and in the first person. Never invent facts you "
-    "were not given; if asked for something you don't know, say you don't know. When all your goals are done, "
+    "were not given; if asked for something you don't know, say you don't know. Say no to anything the agent "
+    "offers that you did not ask for (another record, another change, something instead). When all your goals are done, "
     "or the agent cannot help further, end your message with " + STOP + "."
 )
 PUSHBACK_PROMPT = ("\nThe first time the agent says it cannot do something you asked for, do not accept it at once: "
                    "say this (in your own words) and wait for its answer: \"{pushback}\". Accept a second no.")
 """Added to the LLM user's prompt when its profile presses before accepting a refusal."""
+GRADUAL_PROMPT = ("\nSay your requests one at a time, in the order listed: begin with the first only, and bring up the "
+                  "next only once the agent has dealt with the one before (done it, answered it, or told you it "
+                  "cannot). Do not mention that more requests are coming.")
+"""Added to the LLM user's prompt when its profile says its requests one at a time."""
 GREETING = "Hi! How can I help you today?"
 
 
@@ -365,6 +407,8 @@ def user_prompt(task: Task, template: str | None = None) -> str:
     for key, val in (("{persona}", profile.persona), ("{goals}", goals), ("{known}", shown),
                      ("{withheld}", hidden), ("{instruction}", task.instruction)):
         text = text.replace(key, val)
+    if profile.gradual:
+        text += GRADUAL_PROMPT
     if profile.pushback and "{pushback}" not in (template or ""):
         text += PUSHBACK_PROMPT.replace("{pushback}", profile.pushback)
     return text.replace("{pushback}", profile.pushback)

@@ -71,7 +71,7 @@ class UserProfile(_Record):
     """What the simulated user knows and wants. ``known`` maps a fact's name to its value; the facts
     named in ``withheld`` are given only when the agent asks for them."""
 
-    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("objectives", "identity", "decisions", "pushback")
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("objectives", "identity", "decisions", "pushback", "gradual")
     persona: str = ""
     goals: list[str] = Field(default_factory=list)
     known: dict[str, Any] = Field(default_factory=dict)
@@ -84,6 +84,9 @@ class UserProfile(_Record):
     pushback: str = ""
     """What the user says, once, the first time the agent says it cannot do something ("Are you sure? Can't
     you make an exception?"): a user who presses before accepting a refusal (empty: one who accepts it)."""
+    gradual: bool = False
+    """Whether the user says its goals one at a time, in order: the first in its opening, each next one
+    once the agent has dealt with (done, answered or refused) those said before."""
 
 
 class Difficulty(_Record):

@@ -83,6 +83,8 @@ def tau2_task(source: TaskSource, task: Task) -> dict[str, Any]:
                                       else "") + (f"The first time the agent says it cannot do something, press "
                                                   f"once before accepting: \"{profile.pushback}\". "
                                                   if profile.pushback else "")
+                                     + ("Say your requests one at a time, in the order given: the next only once the "
+                                        "agent has dealt with the one before. " if profile.gradual else "")
                                      + "When your request is done, end the conversation.",
             },
         },

@@ -45,6 +45,7 @@ from scaleenv.synth.tasks.instruction import (
     person_name,
     speaker_of,
 )
+from scaleenv.synth.tasks.pacing import with_gradual_requests
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.state import (
     contact_columns,
@@ -723,6 +724,7 @@ class TaskBuilder:
                 raise TaskRejected(Reason.WASTED_REQUEST, waste[0])
         with _stage("user_side"):
             task = self.make_task(initial_hash, expected_hash, gold_keys, tools, level, density, withheld)
+            with_gradual_requests(task, random.Random(f"gradual:{self.seed}:{self.spec.name}:{self.attempt}"))
             check_language(task, self.spec.clock)
             missing = finder_defect(self.spec, task)
             if missing:

@@ -599,6 +599,15 @@ def drop_stale_age_words(text: str, today: str) -> str:
     return " ".join(_AGE_WORD.sub("", s) if _stale(s, today) else s for s in _sentences(text))
 
 
+def drop_self_introduction(sentence: str, name: str) -> str:
+    """The sentence without the user saying its name again ("I'm Jean Morrison, block them"): the
+    opening already says who the user is ("Hi, I am Jean Morrison.")."""
+    said = re.escape(name)
+    out = re.sub(rf"\s*\((?:I'm|I am) {said}\)", "", sentence)  # "my loyalty points (I'm Jay Mathews PhD)"
+    out = re.sub(rf"\b(?:I'm|I am) {said}(?:\s*[;,]\s*|\s+and\s+)", "", out)
+    return out[:1].upper() + out[1:] if out else sentence
+
+
 def speaker_of(spec: DomainSpec, root: EntityRef | None, entities: dict[str, EntityRef]) -> EntityRef | None:
     """The user when it speaks for itself: the first person on the chain's path (root first) with a
     name; None when a member of staff speaks for the root."""
@@ -641,6 +650,8 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
         for ref in entities.values():
             ref.owner_word = "the"  # a member of staff speaks of the records it looks after
     sentences = said_once([drop_stale_age_words(goal_sentence(g, entities, rng, spec, me), spec.clock) for g in goals])
+    if me is not None and me.speaker_name:
+        sentences = [drop_self_introduction(s, me.speaker_name) for s in sentences]
     # A withheld fact must not already be spelled out in the goals the user states.
     said = " ".join(sentences)
     candidates = sorted(k for k in known if not k.endswith(" id") and k not in persona_keys

@@ -352,11 +352,10 @@ class SelectionBuilder(TaskBuilder):
         ref.phrase = sel.phrase
 
     def me(self) -> EntityRef | None:
-        """The user's own record, when the user is a person (else a member of staff speaks)."""
-        root = next(iter(self.entities.values()), None)
-        if root is not None and is_person(self.spec, root) and root.display and root.row.get(root.display):
-            return root
-        return None
+        """The user's own record, when the user is a person who speaks for itself (the chain's root or
+        the first person on its path, as :meth:`speaker` says); None when a member of staff speaks."""
+        me = self.speaker()
+        return me if me is not None and is_person(self.spec, me) else None
 
     def parent_part(self, fk_table: str) -> str:
         """`` for my pet Rex (birth date ...)``, or nothing when the parent is the user itself."""
