@@ -73,7 +73,11 @@ def test_screened_tasks_pass_every_gate_and_the_naive_request_scores_zero(domain
     assert len(tasks) == 3, domain
     for task in tasks:
         assert task.family == "screened" and task.difficulty.tier in ("hard", "expert")
-        assert len(task.forbidden) == 1 and task.forbidden[0].purpose.startswith("refused: ")
+        # one record screened out, two at the expert tier (each a forbidden call on its own record)
+        assert len(task.forbidden) == (2 if task.difficulty.tier == "expert" else 1), task.id
+        assert all(c.purpose == task.forbidden[0].purpose for c in task.forbidden)
+        assert task.forbidden[0].purpose.startswith("refused: ")
+        assert [f.name for f in task.answer_facts].count(REFUSAL_FACT) == 1  # the reason is said once
         ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
         assert run_gates(ep, task, 0).passed, task.id
         assert score_policy(ep, task, "oracle").score == 1.0
@@ -88,20 +92,23 @@ def test_the_screened_record_breaks_the_rule_and_every_acted_on_record_keeps_it(
     for task in screened_tasks(domain):
         world = initial_world(domain, task)
         goals, refused = resolved(domain, task)
-        (tool_name, args), = refused
+        tool_name = refused[0][0]
+        assert {t for t, _ in refused} == {tool_name}
         tool = ctx.spec.tool(tool_name)
         rule = task.forbidden[0].purpose.removeprefix("refused: ")
-        assert rule in [r.name for r in broken_rules(world, ctx.spec, tool, args)]
         focus = ctx.focus(tool)[0]
         same = [a for t, a in goals if t == tool_name]
-        assert len(same) >= 2  # at least two records are changed besides the screened one
+        assert len(same) >= 2  # at least two records are changed besides the screened ones
         assert all(not broken_rules(world, ctx.spec, tool, a) for a in same)
-        assert args[focus] not in {a[focus] for a in same}
-        # the program is the condition with the rule negated: it picks exactly the acted-on records
+        assert len({args[focus] for _, args in refused}) == len(refused)  # distinct screened records
         program = task.verification.program
         picked = [r[0] for r in world.conn.execute(program["sql"], program["params"])]
+        for _, args in refused:
+            assert rule in [r.name for r in broken_rules(world, ctx.spec, tool, args)]
+            assert args[focus] not in {a[focus] for a in same}
+            assert args[focus] not in picked
+        # the program is the condition with the rule negated: it picks exactly the acted-on records
         assert sorted(picked) == sorted(a[focus] for a in same) == sorted(program["ids"])
-        assert args[focus] not in picked
 
 
 def test_screened_program_negates_the_rule_on_the_outer_record():
@@ -254,3 +261,20 @@ def test_no_rule_offers_another_move(name):
     accepts, and the expected state has no such change."""
     for rule in context(name).spec.policy.rules:
         assert not re.search(r"\bonly\b.*\b(can|be)\b|\binstead\b", rule.text), rule.text
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_expert_screened_tasks_screen_two_records(domain):
+    ctx = context(domain)
+    out, attempt = [], 0
+    while len(out) < 2 and attempt < 90:
+        with contextlib.suppress(TaskRejected):
+            out.append(generate_task(ctx, 0, attempt, ChainConfig(family_mix={"screened": 1.0},
+                                                                  tier_mix={"expert": 1.0})))
+        attempt += 1
+    assert out, domain
+    for task in out:
+        assert task.difficulty.tier == "expert" and len(task.forbidden) == 2, task.id
+        ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
+        assert score_policy(ep, task, "oracle").score == 1.0
+        assert score_policy(ep, task, "naive").score == 0.0

@@ -1,7 +1,7 @@
 """The ``screened`` family: a bulk request ("cancel every pending appointment of mine") in which the
 domain's policy forbids the change on one of the records the condition covers (that appointment is
-less than 14 days away). The right outcome: the change made on every other record, not on that one,
-and the user told why.
+less than 14 days away), or on two at the expert tier. The right outcome: the change made on every
+other record, not on those, and the user told why.
 
 It combines a computed choice with a policy decision: the agent must list the records, check each
 against a rule that only the policy states (the tool would let the change through), act on the
@@ -36,7 +36,10 @@ from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
 
 COUNTS = {"easy": (3, 3), "medium": (3, 3), "hard": (3, 4), "expert": (4, 5)}
-"""How many records the condition covers, per tier (one of them screened out)."""
+"""How many records the condition covers, per tier (one or two of them screened out)."""
+
+SCREENED = {"easy": 1, "medium": 1, "hard": 1, "expert": 2}
+"""How many of the covered records the policy forbids the change on, per tier (at least two are allowed)."""
 
 REDRAWS = 8
 """Draws of the first record until the rule allows the change on it."""
@@ -104,7 +107,8 @@ def screened_program(sql: str, rule: PolicyRule, focus_param: str, pk: str) -> s
 
 
 class ScreenedBuilder(BulkBuilder):
-    """Every record a condition covers gets the same write, except one that the policy forbids."""
+    """Every record a condition covers gets the same write, except those (one, or two at the expert tier)
+    that the policy forbids."""
 
     family = "screened"
     tiers = ("hard", "expert")
@@ -125,7 +129,7 @@ class ScreenedBuilder(BulkBuilder):
         self.goal_args: dict[str, Any] = {}
         self.goal_tool: ToolSpec | None = None
         """The bulk write and its arguments on the first record (the screened record gets the same call)."""
-        self.screened_id: Any = None
+        self.screened_ids: list[Any] = []
 
     # --- the records ---------------------------------------------------------------------------------
     def place_goal(self, tool: ToolSpec, args: dict[str, Any], density: int) -> dict[str, Any]:
@@ -158,14 +162,16 @@ class ScreenedBuilder(BulkBuilder):
         assert rule is not None
         if self.filter[0].name in cols:
             raise TaskRejected(Reason.NO_POLICY_VIOLATION, f"{rule.name} reads the condition {self.filter[0].name}")
-        donor = self.record_where(table, rule, focus[0], True, set())
-        if donor is None:
-            raise TaskRejected(Reason.NO_POLICY_VIOLATION, rule.name)
-        screened = same[-1]
-        screened.update(moved_values(table, donor, cols))
-        self.screened_id = screened["id"]
-        used = {donor[table.primary_key]}
-        for row in same[:-1]:  # a date moved apart from the first record's may cross the rule's line
+        n = min(SCREENED.get(self.tier or "hard", 1), len(same) - 1) if len(same) > 1 else 1
+        used: set[Any] = set()
+        for screened in same[len(same) - n:]:  # the last ones, each from its own donor record
+            donor = self.record_where(table, rule, focus[0], True, used)
+            if donor is None:
+                raise TaskRejected(Reason.NO_POLICY_VIOLATION, rule.name)
+            used.add(donor[table.primary_key])
+            screened.update(moved_values(table, donor, cols))
+            self.screened_ids.append(screened["id"])
+        for row in same[: len(same) - n]:  # a date moved apart from the first record's may cross the rule's line
             if not self.would_break(table, rule, focus[0], row):
                 continue
             allowed = self.record_where(table, rule, focus[0], False, used)
@@ -233,10 +239,10 @@ class ScreenedBuilder(BulkBuilder):
             ids = [r[0] for r in self.run_program(sql, params)]
         except sqlite3.Error as e:
             raise TaskRejected(Reason.RULE_UNVERIFIABLE, f"{self.rule.name}: {e}") from None
-        want = sorted(str(i) for i in sel.program["ids"] if i != self.screened_id)
+        want = sorted(str(i) for i in sel.program["ids"] if i not in self.screened_ids)
         if sorted(str(i) for i in ids) != want or not ids:
             raise TaskRejected(Reason.POLICY_NOT_BROKEN, f"{self.rule.name} screens {ids}, not all but "
-                               f"{self.screened_id}")
+                               f"{self.screened_ids}")
         sel.program = {"sql": sql, "params": params, "world": "initial", "ids": ids}
         return sel
 
@@ -247,18 +253,29 @@ class ScreenedBuilder(BulkBuilder):
         super().add_write_goal(scratch, tool, args)
 
     def apply_to_rest(self, scratch: World, tool: ToolSpec) -> None:
-        """The write on every further target but the screened one, whose write is the forbidden call."""
+        """The write on every further target but the screened ones, whose writes are the forbidden calls."""
         focus = self.ctx.focus(tool)
         assert focus is not None and self.rule is not None
         goal, call = self.goals[-1], self.chain[-1]
         rest = self.extra_targets
-        screened = next(r for r in rest if r["id"] == self.screened_id)
-        self.extra_targets = [r for r in rest if r["id"] != self.screened_id]
+        self.extra_targets = [r for r in rest if r["id"] not in self.screened_ids]
         try:
             super().apply_to_rest(scratch, tool)
         finally:
             self.extra_targets = rest
-        args = {**goal.args, focus[0]: screened["id"]}
+        for screened in (r for r in rest if r["id"] in self.screened_ids):
+            self.forbid(scratch, tool, goal.args, call, screened)
+        assert self.spec.policy is not None
+        rivals = [r.reason for r in self.spec.policy.rules if r.reason and r.reason != self.rule.reason]
+        self.answer_facts.append({"name": REFUSAL_FACT, "value": self.rule.reason, "rivals": rivals})
+
+    def forbid(self, scratch: World, tool: ToolSpec, goal_args: dict[str, Any], call: Call,
+               screened: dict[str, Any]) -> None:
+        """Record the write on ``screened`` as a forbidden call, once checked: the rule forbids it, and the
+        tool would let it through and change something."""
+        focus = self.ctx.focus(tool)
+        assert focus is not None and self.rule is not None
+        args = {**goal_args, focus[0]: screened["id"]}
         if self.rule not in broken_rules(scratch, self.spec, tool, args):
             raise TaskRejected(Reason.POLICY_NOT_BROKEN, self.rule.name)
         try:
@@ -278,9 +295,6 @@ class ScreenedBuilder(BulkBuilder):
             raise TaskRejected(Reason.REFUSED_CALL_FAILS, f"{tool.name} changes nothing on {screened['id']}")
         self.forbidden.append(Call(tool=tool.name, args={**call.args, focus[0]: self.target_ref(screened)},
                                    purpose="refused: " + self.rule.name))
-        assert self.spec.policy is not None
-        rivals = [r.reason for r in self.spec.policy.rules if r.reason and r.reason != self.rule.reason]
-        self.answer_facts.append({"name": REFUSAL_FACT, "value": self.rule.reason, "rivals": rivals})
 
 
     def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],
