@@ -26,6 +26,22 @@ class ErrorStats:
         return {"calls": self.calls, "errors": self.errors, "by_code": dict(sorted(self.by_code.items()))}
 
 
+def watched_in(value: Any, watched: frozenset[str]) -> set[str]:
+    """The strings of ``watched`` that ``value`` (a call's arguments, its output: JSON) holds."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if v in watched:
+                found.add(v)
+        elif isinstance(v, Mapping):
+            stack.extend(v.values())
+        elif isinstance(v, list | tuple):
+            stack.extend(v)
+    return found
+
+
 class Episode:
     """A private world for one agent.
 
@@ -55,6 +71,10 @@ class Episode:
         self._held = held  # keeps the initial snapshot's digests registered while the episode lives
         self.expected = expected
         self.answer_facts = list(answer_facts)
+        self._watched = frozenset(i for f in self.answer_facts for i in f.seen)
+        """The record ids some answer fact needs the agent to have been shown."""
+        self.shown: set[str] = set()
+        """The watched ids that a successful call showed the agent (in its arguments or output)."""
         self.gold_keys = {t: set(ks) for t, ks in (gold_keys or {}).items()}
         allowed = set(tools) if tools is not None else None
         self._tools = {t.name: t for t in spec.tools if allowed is None or t.name in allowed}
@@ -71,6 +91,7 @@ class Episode:
         self.world.restore(self._initial)
         self.stats = ErrorStats()
         self.said = []
+        self.shown = set()
 
     @property
     def tool_names(self) -> list[str]:
@@ -99,6 +120,8 @@ class Episode:
         if not result.ok:
             self.stats.errors += 1
             self.stats.by_code[result.error or "error"] += 1
+        elif self._watched and len(self.shown) < len(self._watched):
+            self.shown.update(watched_in((args, result.value), self._watched))
         return result
 
     def say(self, text: str) -> None:
@@ -130,6 +153,7 @@ class Episode:
             matcher=self.matcher,
             threshold=self.threshold,
             initial=snapshot_keys(self.spec, self._initial) or self.initial_world(),
+            shown=self.shown,
         )
 
     def initial_world(self) -> World:

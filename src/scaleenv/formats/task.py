@@ -34,12 +34,16 @@ class AnswerFact(_Record):
 
     ``rivals`` are the values look-alike records hold for the same attribute: the fact is not
     stated when the agent's text also asserts one of them (listing every candidate's value fails).
+    ``seen`` are record ids of which the agent must have been shown one (in a successful call's
+    arguments or output) for the fact to count: a refusal's reason counts only once the agent looked
+    at the record the rule is about (refusing blindly, with the one rule a tool has, is a guess).
     """
 
-    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("rivals",)
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("rivals", "seen")
     name: str
     value: object
     rivals: list[Any] = Field(default_factory=list)
+    seen: list[str] = Field(default_factory=list)
 
 
 class Objective(_Record):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,6 +33,9 @@ class Reward:
     """``(table, key, why)`` for each mismatched row (``why``: ``missing``, ``extra`` or ``cells``; the
     expected key of a created row, the final key of an unpaired extra one); not in :meth:`to_json`
     (the sub-goal rewards read it: :mod:`scaleenv.reward.subgoals`)."""
+    unseen: list[str] = field(default_factory=list, repr=False, compare=False)
+    """The answer facts (names) stated without the agent having been shown any record they are about
+    (:attr:`~scaleenv.formats.task.AnswerFact.seen`): they do not count."""
 
     def to_json(self) -> dict[str, Any]:
         return {"score": self.score, "success": self.success, "components": self.components, "diff": self.diff}
@@ -179,6 +182,7 @@ def compute_reward(
     matcher: Matcher = fuzzy_similarity,
     threshold: float = DEFAULT_THRESHOLD,
     initial: RowIndex | None = None,
+    shown: Collection[str] | None = None,
 ) -> Reward:
     """Score ``final`` against ``expected``.
 
@@ -191,6 +195,9 @@ def compute_reward(
     matched columns), not by their generated ids, and references to created rows follow that
     pairing: two independent inserts made in the other order still match. A created row is one
     whose key is not in ``initial`` (without it: a key that only one of the two worlds holds).
+
+    ``shown`` holds the record ids the agent's successful calls showed it: a fact with ``seen`` ids
+    counts only when one of them is among them (``None``: not tracked, nothing is checked).
     """
     cells = _Cells(final, matcher, threshold)
     diff: list[str] = []
@@ -249,11 +256,16 @@ def compute_reward(
             diff.extend(f"{where}.{c}: {why}" for c, why in bad)
     facts = list(answer_facts)
     facts_ok = 0
+    unseen: list[str] = []
     for f in facts:
-        if fact_stated_in(f, [said] if isinstance(said, str) else list(said)):
-            facts_ok += 1
-        else:
+        if not fact_stated_in(f, [said] if isinstance(said, str) else list(said)):
             diff.append(f"answer fact {f.name!r} = {_fmt(f.value)} was not stated to the user")
+        elif f.seen and shown is not None and not any(i in shown for i in f.seen):
+            unseen.append(f.name)
+            diff.append(f"answer fact {f.name!r} was stated without looking at the record it is about "
+                        f"({', '.join(f.seen)})")
+        else:
+            facts_ok += 1
     state_ok = rows_bad == 0
     facts_frac = facts_ok / len(facts) if facts else 1.0
     success = state_ok and facts_ok == len(facts)
@@ -263,4 +275,4 @@ def compute_reward(
         "mismatched_cells": float(cells_bad),
         "answer_facts": facts_frac,
     }
-    return Reward(1.0 if success else 0.0, success, components, diff, bad_rows)
+    return Reward(1.0 if success else 0.0, success, components, diff, bad_rows, unseen)

@@ -230,7 +230,8 @@ def state_components(reward: Reward, goals: Sequence[WriteGoal], answer_facts: I
                        key=lambda tk: (tk[0], str(tk[1])))
     for fact in facts:
         given = user_said is not None and given_fact(fact, user_said)
-        out.append(RewardComponent(f"answer:{fact.name}", "answer", fact_stated_in(fact, said),
+        out.append(RewardComponent(f"answer:{fact.name}", "answer",
+                                   fact_stated_in(fact, said) and fact.name not in reward.unseen,
                                    weight=0.0 if given else 1.0, detail="given by the user" if given else ""))
     out += [RewardComponent(f"forbidden_write:{t}[{k!r}]", "guard", False) for t, k in forbidden]
     out += [RewardComponent(f"rival_stated:{f.name}", "guard", False) for f in facts

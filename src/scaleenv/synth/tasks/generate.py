@@ -22,6 +22,7 @@ from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import (
     DEFAULT_FAMILY,
+    REFUSAL_FACT,
     TIERS,
     AnswerFact,
     Call,
@@ -944,6 +945,10 @@ class TaskBuilder:
         root = next(iter(self.entities.values()), None)
         instruction, profile = self.user_side(root, withheld)
         facts = self.own_figures_are_no_rivals(fair_rivals([dict(f) for f in self.answer_facts]), tools)
+        refused = self.refused_records()
+        for f in facts:
+            if f["name"] == REFUSAL_FACT and refused:
+                f["seen"] = refused  # the reason counts once the agent looked at a record it refuses on
         said = " ".join(profile["goals"])
         for g in self.goals:
             if g.tool.kind != "write":
@@ -979,6 +984,20 @@ class TaskBuilder:
             family=self.family,
             forbidden=self.forbidden,
         )
+
+    def refused_records(self) -> list[str]:
+        """The ids of the records the forbidden calls would change (their focus argument, resolved
+        against the gold chain's outputs as the policy-ignorant gate resolves it)."""
+        ids: set[str] = set()
+        for call in self.forbidden:
+            tool = self.spec.tool(call.tool)
+            focus = self.ctx.focus(tool) if tool is not None else None
+            if focus is None:
+                continue
+            value = resolve_args(call, self.gold_outputs, len(self.gold_outputs)).get(focus[0])
+            if isinstance(value, str):
+                ids.add(value)
+        return sorted(ids)
 
     def own_figures_are_no_rivals(self, facts: list[dict[str, Any]], tools: list[str] | None = None
                                   ) -> list[dict[str, Any]]:
