@@ -3,9 +3,6 @@ with the one rule a tool has (read off the policy), is a guess and scores 0 (iss
 
 from __future__ import annotations
 
-import contextlib
-from functools import cache
-
 import pytest
 
 from scaleenv.env.cache import build_worlds, make_episode
@@ -13,24 +10,15 @@ from scaleenv.env.episode import watched_in
 from scaleenv.env.policies import answer_text
 from scaleenv.formats.task import REFUSAL_FACT, AnswerFact, Task
 from scaleenv.reward.state import compute_reward
-from scaleenv.synth.tasks.families import generate_task
-from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
 from scaleenv.tools.chain import resolve_args, run_chain
 from scaleenv.world.world import World
-from synth_helpers import context
+from synth_helpers import context, family_tasks
 
 CASES = [("pet_care", "refusal"), ("fitness_club", "screened"), ("library_services", "partial")]
 
 
-@cache
-def tasks(domain: str, family: str, n: int = 3) -> tuple[Task, ...]:
-    ctx = context(domain)
-    out, attempt = [], 0
-    while len(out) < n and attempt < 40 * n:
-        with contextlib.suppress(TaskRejected):
-            out.append(generate_task(ctx, 0, attempt, ChainConfig(family_mix={family: 1.0})))
-        attempt += 1
-    return tuple(out)
+def tasks(domain: str, family: str) -> tuple[Task, ...]:
+    return tuple(family_tasks(domain, family, 3))
 
 
 def _refused_ids(domain: str, task: Task) -> list[str]:
