@@ -10,6 +10,8 @@ from scaleenv.env.episode import watched_in
 from scaleenv.env.policies import answer_text
 from scaleenv.formats.task import REFUSAL_FACT, AnswerFact, Task
 from scaleenv.reward.state import compute_reward
+from scaleenv.synth.tasks.families import generate_task
+from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
 from scaleenv.tools.chain import resolve_args, run_chain
 from scaleenv.world.world import World
 from synth_helpers import context, family_tasks
@@ -89,3 +91,14 @@ def test_a_fact_without_seen_ids_and_untracked_episodes_are_unchanged():
     assert compute_reward(world, world, answer_facts=[fact], said=said, shown=set()).score == 0.0
     assert compute_reward(world, world, answer_facts=[fact], said=said, shown={"APT-0001"}).score == 1.0
     assert "seen" not in plain.model_dump(mode="json")  # older task files round-trip byte for byte
+
+
+def test_a_refused_record_the_request_does_not_lead_to_rejects_the_task():
+    """library_services, seed 9013, attempt 3: "withdraw hold HLD-0044" said of a book whose holds do
+    not include it; resolving the refused call crashed the build, now the attempt is rejected."""
+    from scaleenv.synth.tasks.reasons import Reason
+
+    ctx = context("library_services", 9013)
+    with pytest.raises(TaskRejected) as err:
+        generate_task(ctx, 9013, 3, ChainConfig(tier_mix={"hard": 0.6, "expert": 0.4}))
+    assert err.value.reason == Reason.REFUSED_CALL_FAILS

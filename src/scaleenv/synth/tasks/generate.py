@@ -926,7 +926,7 @@ class TaskBuilder:
         initial = world.snapshot()
         initial_hash = world.state_hash()
         try:
-            run_chain(world, self.spec, self.chain)
+            self.gold_outputs = run_chain(world, self.spec, self.chain)  # what a correct agent now sees
         except ChainError as e:
             raise TaskRejected(Reason.EXPANSION_CHANGED_GOLD, str(e)) from None
         if {t: sorted(ks, key=str) for t, ks in world.touched().items()} != gold_keys:
@@ -987,14 +987,20 @@ class TaskBuilder:
 
     def refused_records(self) -> list[str]:
         """The ids of the records the forbidden calls would change (their focus argument, resolved
-        against the gold chain's outputs as the policy-ignorant gate resolves it)."""
+        against the gold chain's outputs as the policy-ignorant gate resolves it); a forbidden call
+        that the outputs do not resolve rejects the task."""
         ids: set[str] = set()
         for call in self.forbidden:
             tool = self.spec.tool(call.tool)
             focus = self.ctx.focus(tool) if tool is not None else None
             if focus is None:
                 continue
-            value = resolve_args(call, self.gold_outputs, len(self.gold_outputs)).get(focus[0])
+            try:
+                value = resolve_args(call, self.gold_outputs, len(self.gold_outputs)).get(focus[0])
+            except (ChainError, IndexError, KeyError, TypeError):
+                # the record refused on is not where the request puts it (a hold of another book than
+                # the one listed): the agent could not find it, the naive gate could not make the call
+                raise TaskRejected(Reason.REFUSED_CALL_FAILS, f"{call.tool}: its record is not shown") from None
             if isinstance(value, str):
                 ids.add(value)
         return sorted(ids)
