@@ -118,3 +118,27 @@ def test_the_llm_user_and_the_tau2_export_are_told_to_pace_the_requests(universe
     # the field is left out of task files while False (older files round-trip byte for byte)
     assert "gradual" not in plain.user_profile.model_dump(mode="json")
     assert task.user_profile.model_dump(mode="json")["gradual"] is True
+
+
+def test_the_oracle_waits_for_the_user_to_name_a_record(tmp_path):
+    """Against users who say their requests one at a time, the oracle reports what it did before it
+    acts on a record nobody has named yet: the dense shape finds no guessed id, and every task scores 1
+    (wedding_planning/00002 of this build: its third request names vendor VND-0017)."""
+    import json
+
+    from scaleenv.run.rollout import RolloutConfig, run_rollout
+
+    universe = tmp_path / "u"
+    cfg = BuildConfig(out=universe, domains=["wedding_planning"], tasks_per_domain=6)
+    prepare_out(cfg)
+    run_build(cfg)
+
+    res = run_rollout(RolloutConfig(universe=universe, agent="oracle", out=tmp_path / "r.json", reward_shape="dense"))
+    assert res["avg_reward"] == 1.0
+    lines = [json.loads(x) for x in (tmp_path / "r.trajectories.jsonl").read_text().splitlines()]
+    gradual = {t.id for t in Universe(universe).tasks() if t.user_profile.gradual}
+    paced = [r for r in lines if r["task_id"] in gradual]
+    assert paced and all(not r["reward"]["subgoals"]["violations"] for r in paced)
+    # the user said its later requests: each task's user spoke once more per request than its first
+    assert any(sum(NEXT_REQUEST in str(m.get("content")) for m in r["messages"] if m.get("role") == "user") >= 1
+               for r in paced)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import re
 from typing import Any
 
 from scaleenv.env.agents import (
@@ -114,6 +115,18 @@ class PolicyManners:
         return f"{tool.replace('_', ' ')} ({shown})"
 
 
+_RECORD_ID = re.compile(r"^[A-Za-z][A-Za-z0-9]*-\d+$")
+PACE_WAITS = 2
+"""How many times the oracle reports progress before a call on a record nobody named yet (a user
+who says its requests one at a time names it in a later one)."""
+
+
+def unnamed_ids(messages: list[dict[str, Any]], args: dict[str, Any]) -> list[str]:
+    """The record ids among ``args`` that no user or tool message has named so far."""
+    said = [str(m.get("content") or "") for m in messages if m.get("role") in ("user", "tool")]
+    return [v for v in args.values() if isinstance(v, str) and _RECORD_ID.match(v) and not any(v in t for t in said)]
+
+
 class OracleAgent(Agent):
     """Replays the task's gold chain one call per step (resolving references from the tool outputs
     it receives), states the answer facts, then ends.
@@ -121,7 +134,9 @@ class OracleAgent(Agent):
     In conversational mode it follows the domain's policy as a careful agent would: before the first
     write it asks the user to verify their identity (when the policy has an identity rule), and
     before each write a confirmation rule covers it asks "Shall I go ahead ...?" with the call's
-    arguments, and waits for the reply."""
+    arguments, and waits for the reply. With a user who says its requests one at a time it does not
+    act on a record before the user has named it: it reports what it has done (the answer facts
+    with it), and the user says its next request."""
 
     name = "oracle"
 
@@ -132,6 +147,8 @@ class OracleAgent(Agent):
         self._said = False
         self._awaiting: int | None = None
         self._manners = PolicyManners(ctx, self.chain())
+        self._waits: dict[int, int] = {}
+        self._paced = ctx.mode == "conversational" and ctx.task.user_profile.gradual
 
     def chain(self) -> list[Any]:
         """The calls it replays."""
@@ -177,6 +194,9 @@ class OracleAgent(Agent):
                 args = resolve_args(call, self._outputs, self._step)
             except ChainError as e:
                 raise AgentError(f"oracle: gold chain does not replay: {e}") from None
+            if self._paced and self._waits.get(self._step, 0) < PACE_WAITS and unnamed_ids(messages, args):
+                self._waits[self._step] = self._waits.get(self._step, 0) + 1
+                return text_message(answer_text(self.ctx.task))  # a report: the user says what comes next
             self._manners.upcoming = self._resolvable(chain, self._step + 1)
             ask = self._manners.before(self._step, call.tool, args)
             if ask is not None:
