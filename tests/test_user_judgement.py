@@ -70,6 +70,11 @@ def test_the_user_does_not_say_its_name_twice():
         == "Please follow USR-0005 for me."
     assert drop_self_introduction("Use 150 of my loyalty points (I'm Jay Mathews PhD) on invoice INV-0064.",
                                   "Jay Mathews PhD") == "Use 150 of my loyalty points on invoice INV-0064."
+    assert drop_self_introduction("I'd like to rent Dune tonight; I'm Jessica.", "Jessica Lee") \
+        == "I'd like to rent Dune tonight."
+    assert drop_self_introduction("Which medications am I prescribed? I'm Jessica Lee.", "Jessica Lee") \
+        == "Which medications am I prescribed?"
+    assert drop_self_introduction("I'm Jessica; give TTL-0003 a 7/10: fun", "Jessica Lee") == "Give TTL-0003 a 7/10: fun"
     # another person's name stays
     assert drop_self_introduction("I'm Ann Lee; block them.", "Jean Morrison") == "I'm Ann Lee; block them."
     for task in family_tasks("social_media_messaging", "direct", 12):
@@ -92,3 +97,57 @@ def test_a_selection_said_by_the_person_it_belongs_to_says_mine():
             body = " ".join(task.user_profile.goals)
             assert not re.search(rf"\bevery \w+ for the \w+ {re.escape(name.group(1))}\b", body), (task.id, body)
     assert seen >= 3
+
+
+def test_a_number_written_with_thousands_separators_is_the_users_own_value():
+    """football, play round 19: "Shall I ... offer of 56,600,000 ...?" got a no naming the fee of the
+    user's other transfer (47200000): the offer's own value, 56600000, counted as said only when
+    written without separators."""
+    spec = context("football").spec
+    base = next(t for t in family_tasks("football", "direct", 12) if "fee" in t.user_profile.known)
+    known = {**base.user_profile.known, "transfer fee": 47200000.0, "fee": 56600000.0}
+    goals = ["We're pulling out of my transfer with buying club Davidfurt FC that is still submitted; withdraw the bid.",
+             "Put in an offer of 56600000 for player PLR-0011 on behalf of CLB-0008."]
+    task = base.model_copy(update={"user_profile": base.user_profile.model_copy(
+        update={"known": known, "goals": goals, "objectives": [], "gradual": False})})
+    for written in ("56,600,000", "56600000", "$56,600,000.00"):
+        reply = scripted_reply(task, spec, f"Shall I submit the transfer of PLR-0011 to CLB-0008 for a fee of "
+                                           f"{written}?")
+        assert reply.startswith("Yes, please go ahead."), (written, reply)
+    wrong = scripted_reply(task, spec, "Shall I go ahead and put in an offer with a fee of 65,000,000 for PLR-0011?")
+    assert wrong.startswith("No, that is not right"), wrong
+
+
+def test_a_new_time_for_a_future_state_lies_ahead_of_the_clock():
+    """football, play round 19: "Schedule a league match ... at 2026-06-15T07:30:00" with the clock at
+    09:00 that day; a created or moved time of a state that lies in the future must be now or later
+    (a row already in that state may still sit earlier today: an 08:30 appointment checked in at 09:00)."""
+    from scaleenv.tools.runtime import execute_tool
+    from scaleenv.world.world import World
+
+    ctx = context("football")
+    tool = ctx.spec.tool("register_fixture")
+    club = World.from_snapshot(ctx.spec, ctx.base).conn.execute("SELECT id FROM clubs ORDER BY id").fetchone()[0]
+    args = {"club_id": club, "opponent": "Redhill City", "competition": "league", "venue": "away"}
+    for when, ok in (("2026-06-15T07:30:00", False), ("2026-06-15T10:00:00", True), ("2026-06-17T10:00:00", True)):
+        world = World.from_snapshot(ctx.spec, ctx.base)
+        res = execute_tool(world, tool, {**args, "kickoff_at": when})
+        assert res.ok is ok, (when, res.output)
+        if not ok:
+            assert res.error == "out_of_time" and "now or later" in (res.message or res.output)
+
+
+def test_a_report_after_a_clause_saying_what_was_not_done_counts():
+    """airline, play round 18: "Done: the fare is $237.00 (below 370), so I did not check you in; the
+    passenger name on RES-0153 is now Samuel Ward." was taken for no report (its "did not")."""
+    from scaleenv.env.judge import Progress
+    from scaleenv.formats.task import Objective
+
+    goal = Objective(kind="write", text="If the fare of reservation RES-0153 is at least 370, please check me in; "
+                     "otherwise, I need the passenger name on reservation RES-0153 updated to Samuel Ward.",
+                     done_words=["checked in", "updated", "changed", "is now"], subject=["reservation", "booking"])
+    progress = Progress([goal])
+    assert progress.update("Done: the fare of RES-0153 is $237.00 (below 370), so I did not check you in; the "
+                           "passenger name on RES-0153 is now Samuel Ward (status still confirmed). Anything else?")
+    assert progress.finished()
+    assert not Progress([goal]).update("I did not check you in, and I have not changed the name.")

@@ -132,6 +132,15 @@ def _mentions(sentence_norm: str, phrases: list[str]) -> bool:
     return any(p and has_phrase(sentence_norm, norm(p)) for p in phrases)
 
 
+def _clauses(text: str) -> list[str]:
+    """The sentences of ``text``, a statement cut at its semicolons: "so I did not check you in; the
+    passenger name is now Samuel Ward" reports the change its second clause names."""
+    out: list[str] = []
+    for sentence in sentences(text):
+        out += [sentence] if sentence.rstrip().endswith("?") else [c for c in re.split(r";\s+", sentence) if c.strip()]
+    return out
+
+
 class Progress:
     """Which objectives the agent has reported done (write) or answered (read), by its words alone."""
 
@@ -169,7 +178,7 @@ class Progress:
             self._refusals(s for s in sentences(agent_text) if not s.rstrip().endswith("?"))
             return sum(self.done) > before
         planning = False
-        for sentence in sentences(agent_text):
+        for sentence in _clauses(agent_text):
             planning = planning or bool(_PLAN.search(sentence))
             if not sentence.rstrip().endswith("?"):
                 self._refusals([sentence])

@@ -117,8 +117,9 @@ class PolicyManners:
 
 _RECORD_ID = re.compile(r"^[A-Za-z][A-Za-z0-9]*-\d+$")
 PACE_WAITS = 2
-"""How many times the oracle reports progress before a call on a record nobody named yet (a user
-who says its requests one at a time names it in a later one)."""
+"""How many times per request of the user the oracle reports progress before a call on a record
+nobody named yet (a user who says its requests one at a time names it in a later one); it stops
+waiting once the user has said all its requests."""
 
 
 def unnamed_ids(messages: list[dict[str, Any]], args: dict[str, Any]) -> list[str]:
@@ -153,6 +154,13 @@ class OracleAgent(Agent):
     def chain(self) -> list[Any]:
         """The calls it replays."""
         return list(self.ctx.task.gold_chain)
+
+    def _requests_to_come(self, messages: list[dict[str, Any]]) -> bool:
+        """Whether the user has requests it has not said yet (the oracle knows how many it has)."""
+        from scaleenv.env.users import NEXT_REQUEST
+
+        said = 1 + sum(NEXT_REQUEST in str(m.get("content") or "") for m in messages if m.get("role") == "user")
+        return said < len(self.ctx.task.user_profile.goals)
 
     def _take_output(self, messages: list[dict[str, Any]]) -> None:
         if self._awaiting is None:
@@ -194,7 +202,8 @@ class OracleAgent(Agent):
                 args = resolve_args(call, self._outputs, self._step)
             except ChainError as e:
                 raise AgentError(f"oracle: gold chain does not replay: {e}") from None
-            if self._paced and self._waits.get(self._step, 0) < PACE_WAITS and unnamed_ids(messages, args):
+            if self._paced and self._waits.get(self._step, 0) < PACE_WAITS * len(self.ctx.task.user_profile.goals) \
+                    and self._requests_to_come(messages) and unnamed_ids(messages, args):
                 self._waits[self._step] = self._waits.get(self._step, 0) + 1
                 return text_message(answer_text(self.ctx.task))  # a report: the user says what comes next
             self._manners.upcoming = self._resolvable(chain, self._step + 1)

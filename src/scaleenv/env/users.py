@@ -297,7 +297,11 @@ class ScriptedUser(User):
         """A fact of the user's that a confirmation question names with another value (the wrong
         record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
         rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
-        stated = [g for g, v in self.known.items() if v is not None and _value_pattern(v).search(sentence)]
+        flat = re.sub(r"(?<=\d),(?=\d{3}\b)", "", sentence)  # "56,600,000" is 56600000
+        figures = {float(x) for x in re.findall(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\d\-])", flat)}
+        stated = [g for g, v in self.known.items() if v is not None
+                  and (_value_pattern(v).search(sentence) or _value_pattern(v).search(flat)
+                       or (isinstance(v, int | float) and not isinstance(v, bool) and float(v) in figures))]
         goals = list(self.ctx.task.user_profile.goals)
         asked = " ".join(goals)  # what the user asked for (two goals may share a fact name)
         about = {r.upper() for r in _RECORD.findall(sentence)}  # the records the confirmation is about

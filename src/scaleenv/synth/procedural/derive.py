@@ -613,8 +613,15 @@ def _clock_contracts(ent: Entity, column: str, value: str, states: list[str] | N
     for mapping, op, word in ((lc.future_in, ">=", "today or later"), (lc.past_in, "<=", "today or earlier")):
         if column not in mapping:
             continue
-        generated["clock_today"] = Generated(kind="today")
-        cond = f"{value} IS NULL OR substr({value}, 1, 10) {op} :clock_today"
+        if op == ">=" and value.startswith(":") and _col(ent, column).type == "datetime":
+            # a new time the caller gives lies ahead (no match scheduled for 07:30 at 09:00); a row already
+            # in a future state may sit earlier today (an 08:30 appointment checked in at 09:00)
+            generated["clock_now"] = Generated(kind="now")
+            cond = f"{value} IS NULL OR datetime({value}) >= datetime(:clock_now)"
+            word = "now or later"
+        else:
+            generated["clock_today"] = Generated(kind="today")
+            cond = f"{value} IS NULL OR substr({value}, 1, 10) {op} :clock_today"
         if states is None:
             sql = (f'SELECT "{lc.column}" NOT IN ({", ".join(map(_lit, mapping[column]))}) OR {cond} '
                    f'FROM "{ent.name}" WHERE id = :{key}')

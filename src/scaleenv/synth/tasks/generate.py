@@ -19,7 +19,7 @@ from typing import Any
 
 from scaleenv.env.cache import make_episode
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
-from scaleenv.formats.domain import DomainSpec, ToolSpec
+from scaleenv.formats.domain import DomainSpec, Table, ToolSpec
 from scaleenv.formats.task import (
     DEFAULT_FAMILY,
     REFUSAL_FACT,
@@ -42,6 +42,7 @@ from scaleenv.synth.tasks.instruction import (
     actor_slots,
     build_user_side,
     human,
+    is_person,
     language_defects,
     person_name,
     speaker_of,
@@ -292,8 +293,12 @@ class TaskBuilder:
             self.seed_taken(t)
             rows: list[dict[str, Any]] = []
             keep = ruled_columns(self.spec, t)
+            namesakes = self.namesake_parents(tbl, row)
             for _ in range(density):
                 d = vary_measures(tbl, distractor(tbl, row, self.rng, self.taken), self.rng, keep)
+                for fk, parents in namesakes:
+                    if parents:
+                        d[fk] = parents.pop(0)  # one look-alike per parent
                 free = self.reserved.get(t) or []
                 d["id"] = free.pop(0) if free else next_id(self.world, t, {r["id"] for r in rows})
                 rows.append(d)
@@ -302,6 +307,33 @@ class TaskBuilder:
                     self.add_rows(t, rows, distract=True)
                 except ScaleEnvError:
                     continue
+
+    def namesake_parents(self, tbl: Table, row: dict[str, Any]) -> list[tuple[str, list[Any]]]:
+        """(foreign key, the parents to hand out, one per look-alike) for a named record (a pet, a field):
+        its look-alikes go to the parent's look-alikes, then to other records of the parent's table, never
+        two under one parent nor under the record's own (one owner does not have three rabbits called Rocky; a namesake owner has one too).
+        Nothing for a person's own record."""
+        if self.ctx.display_column(tbl.name) != "name" or any(c.name in _PERSON_NAME_COLUMNS for c in tbl.columns):
+            return []
+        link = self.ctx.parent_link(tbl.name)
+        out = []
+        for c in tbl.columns:
+            parent = c.foreign_key.split(".")[0] if c.foreign_key else None
+            if parent is None or row.get(c.name) is None:
+                continue
+            ids = sorted(self.distractor_ids.get(parent, ()), key=str)
+            self.rng.shuffle(ids)
+            ptable = self.spec.table(parent)
+            if link is not None and link[0] == c.name and ptable is not None:
+                pk = quote_ident(ptable.primary_key)
+                others = [r[0] for r in self.world.conn.execute(
+                    f"SELECT {pk} FROM {quote_ident(parent)} WHERE {pk} != ? ORDER BY {pk} LIMIT 40", (row[c.name],))
+                    if r[0] not in ids]
+                self.rng.shuffle(others)
+                ids += others
+            if ids:
+                out.append((c.name, ids))
+        return out
 
     def add_children(self, clones: list[tuple[str, dict[str, Any]]], source: dict[Any, tuple[str, Any]],
                      primary: ToolSpec, args: dict[str, Any]) -> None:
@@ -472,8 +504,11 @@ class TaskBuilder:
                     step, out = self.call_read(lister, {link[0]: self.refs[parent_t]}, f"list the {human(t)}")
                     where = self.pick_where(out or [], row, t)
                     ref.by = where
-                    if "id" not in where and self.matching_rows(t, where) > 1 and parent_t in self.entities:
-                        ref.within = self.entities[parent_t]  # unique only among the parent's: say the parent
+                    if "id" not in where and self.matching_rows(t, where) > 1 and parent_t in self.entities \
+                            and not is_person(self.spec, self.entities[parent_t]):
+                        # unique only among the parent's: say the parent (the user's own pets need no
+                        # "at my owner ...": "my pet" says whose)
+                        ref.within = self.entities[parent_t]
             if step is None:
                 getter = self.ctx.tool_by_family("get", t)
                 if getter is None or not getter.parameters:
@@ -663,8 +698,9 @@ class TaskBuilder:
         used = {c.tool for c in self.chain}
         options = []
         for t in pool:
-            if t.name in used:
-                continue
+            if t.name in used or (t.kind == "write" and (f := self.ctx.focus(t)) is not None
+                                  and self.shared_with_user(f[1])):
+                continue  # a member does not change the plan it is on
             kp = self.ctx.key_params(t)
             hits = [p for p, table in kp.items() if table in self.entities and (q := t.param(p)) is not None
                     and q.required]
@@ -785,8 +821,9 @@ class TaskBuilder:
         """A write the user asks for in another person's name: an argument naming a record of the
         user's own table other than the user ("ask the seller ... from my account USR-0007", where
         USR-0007 is someone else), or a record whose links to people all name someone else ("approve
-        my review request" on another member's review). Parameters that name the other party (a
-        recipient, a new owner) are allowed."""
+        my review request" on another member's review), or a change of a record the user's own record
+        belongs to (a member raising the fee of the plan they are on). Parameters that name the other
+        party (a recipient, a new owner) are allowed."""
         me = self.speaker()
         if me is None:
             return None
@@ -794,6 +831,10 @@ class TaskBuilder:
             tool = self.spec.tool(call.tool)
             if tool is None or tool.kind != "write":
                 continue
+            focus = self.ctx.focus(tool)
+            if focus is not None and self.shared_with_user(focus[1]):
+                # the plan a member is on, the club a player plays for: shared by many, changed by staff
+                return f"{call.tool} changes the {focus[1]} record the user belongs to"
             actors = actor_slots(list(tool.meta.get("phrasings") or []))
             for name, table in self.ctx.key_params(tool).items():
                 v = call.args.get(name)
@@ -808,6 +849,15 @@ class TaskBuilder:
                     if other:
                         return f"{call.tool}.{name}={v} belongs to {other}, not the user {me.row.get('id')}"
         return None
+
+    def shared_with_user(self, table: str) -> bool:
+        """Whether ``table`` holds records the user's own record belongs to (the plan a member is on,
+        the club a player plays for): shared by many people, changed by staff, not by the user."""
+        me = self.speaker()
+        own = self.spec.table(me.table) if me is not None else None
+        if own is None or table == own.name:
+            return False
+        return any(c.foreign_key and c.foreign_key.split(".")[0] == table for c in own.columns)
 
     def required_tools(self) -> tuple[str, ...]:
         """Tools the task must hold besides the chain's and the finder: a reader of every table a

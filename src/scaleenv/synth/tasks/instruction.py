@@ -602,9 +602,13 @@ def drop_stale_age_words(text: str, today: str) -> str:
 def drop_self_introduction(sentence: str, name: str) -> str:
     """The sentence without the user saying its name again ("I'm Jean Morrison, block them"): the
     opening already says who the user is ("Hi, I am Jean Morrison.")."""
-    said = re.escape(name)
+    first = name.split()[0] if name.split() else name
+    said = "(?:" + "|".join(re.escape(n) for n in dict.fromkeys([name, first])) + ")"  # "I'm Jessica" too
     out = re.sub(rf"\s*\((?:I'm|I am) {said}\)", "", sentence)  # "my loyalty points (I'm Jay Mathews PhD)"
     out = re.sub(rf"\b(?:I'm|I am) {said}(?:\s*[;,]\s*|\s+and\s+)", "", out)
+    out = re.sub(rf"^(?:I'm|I am) {said}\.\s+", "", out)  # "I'm Jessica. Please ..."
+    out = re.sub(rf"(?<=[?!])\s+(?:I'm|I am) {said}\.$", "", out)  # "... prescribed? I'm Jessica."
+    out = re.sub(rf"(?:[;,]\s*|\s+)(?:I'm|I am) {said}(?=[.!]?$)", "", out)  # "... tonight; I'm Jessica."
     return out[:1].upper() + out[1:] if out else sentence
 
 
