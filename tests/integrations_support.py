@@ -42,6 +42,12 @@ def answer(task: Task) -> str:
     return answer_text(task)
 
 
+def reports(task: Task) -> int:
+    """How many times a careful agent reports before the user is satisfied: once per request when the
+    user says its requests one at a time (each report brings the next), else once."""
+    return len(task.user_profile.goals) if task.user_profile.gradual else 1
+
+
 def hermes(calls: list[tuple[str, dict[str, Any]]], text: str = "") -> str:
     """A completion in hermes format: one <tool_call> block per call, then text."""
     blocks = "".join(f"<tool_call>\n{json.dumps({'name': n, 'arguments': a})}\n</tool_call>\n" for n, a in calls)

@@ -16,7 +16,7 @@ from openenv.core.env_server.mcp_types import (  # noqa: E402
     ListToolsObservation,
 )
 
-from integrations_support import answer, gold, small_universe, tasks  # noqa: E402
+from integrations_support import answer, gold, reports, small_universe, tasks  # noqa: E402
 from scaleenv.integrations.session import EVALUATE_TOOL, USER_TOOL  # noqa: E402
 
 
@@ -40,7 +40,8 @@ def test_environment_plays_gold():
             assert isinstance(obs, CallToolObservation) and obs.error is None and obs.metadata["ok"], obs.result
             result = json.loads(obs.result)  # a record, a list, or a scalar (a total)
             assert not (isinstance(result, dict) and "error" in result), result
-        obs = env.step(CallToolAction(tool_name=USER_TOOL, arguments={"message": answer(task)}))
+        for _ in range(reports(task)):
+            obs = env.step(CallToolAction(tool_name=USER_TOOL, arguments={"message": answer(task)}))
         assert obs.done and obs.reward == 1.0
     env.reset(task_id=tasks(u)[0].id)
     bad = env.step(CallToolAction(tool_name="no_such_tool", arguments={}))

@@ -36,7 +36,8 @@ def test_make_and_play_gold(rows):
             out = env.step(hermes([call]))
             assert not out["done"] and out["reward"] == 0.0
             assert out["observations"][0]["role"] == "tool"
-        out = env.step(answer(task))  # plain text goes to the scripted user, who is satisfied
+        for _ in range(len(task.user_profile.goals) if task.user_profile.gradual else 1):
+            out = env.step(answer(task))  # plain text goes to the scripted user (once per request if gradual)
         assert out["done"] and out["reward"] == 1.0, out["metadata"]
         metrics = env.get_metrics()
         assert metrics["score"] == 1.0 and metrics["tool_calls"] == len(gold(u, task))

@@ -99,7 +99,8 @@ def test_agent_loop_plays_gold_with_the_scripted_user(tmp_path):
         task = by_id[row["extra_info"]["task_id"]]
         calls = gold(u, task)
         # one tool call per turn, then the answer as plain text (which goes to the scripted user)
-        replies = [hermes([c]) for c in calls] + [answer(task)]
+        reports = len(task.user_profile.goals) if task.user_profile.gradual else 1  # once per request if gradual
+        replies = [hermes([c]) for c in calls] + [answer(task)] * reports
         server = ScriptedServer(tok, replies)
         agent = _loop(tok, server)
         output = agent.loop.run_until_complete(agent.run({"temperature": 1.0}, raw_prompt=row["prompt"],
