@@ -90,6 +90,11 @@ def _value_pattern(v: Any) -> re.Pattern[str]:
     return re.compile(r"(?<![\w.])(" + "|".join(re.escape(f) for f in forms) + r")(?![\w]|\.\d)")
 
 
+def _unseparated(text: str) -> str:
+    """``text`` with thousands separators dropped from its numbers ("56,600,000" as 56600000)."""
+    return re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+
+
 def redact(text: str, values: dict[str, Any]) -> str:
     """Hide withheld values in a sentence: ``... scheduled at 2026-05-10T07:45:00 ...`` ->
     ``... scheduled at [ask me] ...``."""
@@ -163,7 +168,7 @@ class ScriptedUser(User):
         if profile.gradual and len(self.goals) == len(self.progress.objectives) >= 2:
             self.progress.said = 1  # the first request now, each next one once those before are dealt with
         self.staff = is_staff(ctx.task)
-        self.asked_for = " ".join(profile.goals) or ctx.task.instruction
+        self.asked_for = " ".join(self.goals)
         self.pushed = not profile.pushback  # a user with a pushback presses once before accepting a refusal
 
     def _role(self) -> str:
@@ -297,7 +302,7 @@ class ScriptedUser(User):
         """A fact of the user's that a confirmation question names with another value (the wrong
         record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
         rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
-        flat = re.sub(r"(?<=\d),(?=\d{3}\b)", "", sentence)  # "56,600,000" is 56600000
+        flat = _unseparated(sentence)  # "56,600,000" is 56600000
         figures = {float(x) for x in re.findall(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\d\-])", flat)}
         stated = [g for g, v in self.known.items() if v is not None
                   and (_value_pattern(v).search(sentence) or _value_pattern(v).search(flat)
@@ -316,7 +321,7 @@ class ScriptedUser(User):
             if any(g != f and (g == col or g.endswith(" " + col) or f.endswith(" " + g)) for g in stated):
                 continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
             if isinstance(v, int | float):
-                plain = re.sub(r"(?<=\d),(?=\d{3}\b)", "", rest)  # "1,234.50" is one number
+                plain = _unseparated(rest)  # "1,234.50" is one number
                 near = re.search(rf"\b{re.escape(col)}\W{{0,3}}(?:(?:is|of|to|at)\s+)?\$?(\d+(?:\.\d+)?)(?![\d\-])",
                                  plain, re.IGNORECASE)
                 if near is not None:  # "fines due 0.00" said of this fact, whatever other numbers the goals hold
