@@ -34,6 +34,7 @@ from scaleenv.env.agents import (
 from scaleenv.formats.domain import Param, ToolSpec
 from scaleenv.formats.task import REFUSAL_FACT, Call, Task
 from scaleenv.formats.trajectory import STOP
+from scaleenv.utils.record_ids import names
 
 RANDOM_CALLS = 12
 """Calls the random policy makes (in rollouts and in the gate)."""
@@ -137,7 +138,8 @@ class OracleAgent(Agent):
     before each write a confirmation rule covers it asks "Shall I go ahead ...?" with the call's
     arguments, and waits for the reply. With a user who says its requests one at a time it does not
     act on a record before the user has named it: it reports what it has done (the answer facts
-    with it), and the user says its next request."""
+    with it), and the user says its next request. Before its first call on a record the user gave a
+    look-alike's id for (a slip), it names the id the user gave, and hears the right one."""
 
     name = "oracle"
 
@@ -150,6 +152,8 @@ class OracleAgent(Agent):
         self._manners = PolicyManners(ctx, self.chain())
         self._waits: dict[int, int] = {}
         self._paced = ctx.mode == "conversational" and ctx.task.user_profile.gradual
+        self._slip_asked = False
+        self._slip_waits = 0
 
     def chain(self) -> list[Any]:
         """The calls it replays."""
@@ -161,6 +165,28 @@ class OracleAgent(Agent):
 
         said = 1 + sum(NEXT_REQUEST in str(m.get("content") or "") for m in messages if m.get("role") == "user")
         return said < len(self.ctx.task.user_profile.goals)
+
+    def _slip_check(self, messages: list[dict[str, Any]], args: dict[str, Any] | None) -> dict[str, Any] | None:
+        """What it says about a slip of the user's before a call (``args``) or its final answer (None):
+        once the user has given the look-alike's id, a question naming it (the user then gives the right
+        one); while the slipped request is still to come, a report of what is done, before a call on
+        that record or the final answer. None when there is nothing to say."""
+        slip = self.ctx.task.user_profile.slip
+        if self.ctx.mode != "conversational" or slip is None or self._slip_asked:
+            return None
+        said = [str(m.get("content") or "") for m in messages if m.get("role") == "user"]
+        if any(names(t, slip.meant) for t in said):
+            return None
+        if any(names(t, slip.said) for t in said):
+            self._slip_asked = True
+            return text_message(f"Before I go on: is {slip.said} the one you mean?")
+        if (args is None or slip.meant in args.values()) \
+                and self._slip_waits < PACE_WAITS * len(self.ctx.task.user_profile.goals):
+            self._slip_waits += 1
+            task = self.ctx.task
+            return text_message(answer_text(task, [fact_sentence(f.name, f.value) for f in task.answer_facts
+                                                   if f.name != REFUSAL_FACT]))
+        return None
 
     def _take_output(self, messages: list[dict[str, Any]]) -> None:
         if self._awaiting is None:
@@ -202,6 +228,9 @@ class OracleAgent(Agent):
                 args = resolve_args(call, self._outputs, self._step)
             except ChainError as e:
                 raise AgentError(f"oracle: gold chain does not replay: {e}") from None
+            slip_said = self._slip_check(messages, args)
+            if slip_said is not None:
+                return slip_said
             if self._paced and self._waits.get(self._step, 0) < PACE_WAITS * len(self.ctx.task.user_profile.goals) \
                     and self._requests_to_come(messages) and unnamed_ids(messages, args):
                 self._waits[self._step] = self._waits.get(self._step, 0) + 1
@@ -213,6 +242,9 @@ class OracleAgent(Agent):
             self._awaiting = self._step
             self._step += 1
             return tool_call_message(call.tool, args, f"oracle_{self._step - 1}")
+        slip_said = self._slip_check(messages, None)
+        if slip_said is not None:
+            return slip_said
         self._step += 1
         if not self._said:
             self._said = True
@@ -483,12 +515,13 @@ def answer_from_output(fact_name: str, out: Any) -> Any:
 class SwapAgent(Agent):
     """The gold chain acting on a look-alike: replays it with every argument equal to ``target``
     replaced by ``swap``, then states, for each answer, what its own reads returned. A task whose
-    swap scores is one where picking the right record is not tested."""
+    swap scores is one where picking the right record is not tested. With ``also_forbidden`` it
+    makes the task's forbidden calls too, swapped alike (a refused request acted on for a look-alike)."""
 
     name = "swap"
 
-    def __init__(self, target: Any = None, swap: Any = None):
-        self.target, self.swap = target, swap
+    def __init__(self, target: Any = None, swap: Any = None, also_forbidden: bool = False):
+        self.target, self.swap, self.also_forbidden = target, swap, also_forbidden
 
     def reset(self, ctx: AgentContext) -> None:
         super().reset(ctx)
@@ -498,7 +531,7 @@ class SwapAgent(Agent):
     async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         from scaleenv.tools.chain import ChainError, resolve_args
 
-        chain = self.ctx.task.gold_chain
+        chain = [*self.ctx.task.gold_chain, *(self.ctx.task.forbidden if self.also_forbidden else [])]
         if self._step:
             last = messages[-1] if messages else {}
             out: Any = None

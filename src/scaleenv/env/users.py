@@ -18,6 +18,7 @@ from scaleenv.errors import ProviderError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
 from scaleenv.formats.trajectory import STOP
+from scaleenv.utils.record_ids import names, said_with
 
 
 class UserError(ProviderError):
@@ -53,12 +54,13 @@ class UserOptions(EndpointOptions):
 def turn_budget(ctx: UserContext) -> int:
     """The user's messages before it has to go: ``max_turns``, plus one per change the task makes
     (a careful agent asks before each, and a long task may make 8 to 18), plus one per request when
-    the user says them one at a time."""
+    the user says them one at a time, plus one for putting a slip right."""
     spec = ctx.spec
     writes = sum(1 for c in ctx.task.gold_chain
                  if spec is None or ((t := spec.tool(c.tool)) is not None and t.kind == "write"))
     gradual = len(ctx.task.user_profile.goals) if ctx.task.user_profile.gradual else 0
-    return ctx.max_turns + writes + gradual  # a user who says its requests one at a time says each in a turn
+    slip = 1 if ctx.task.user_profile.slip is not None else 0
+    return ctx.max_turns + writes + gradual + slip  # a user who says its requests one at a time says each in a turn
 
 
 class User(ABC):
@@ -138,7 +140,9 @@ class ScriptedUser(User):
       question asking which record it means gets what it knows of that record; a decision point of its profile gets its decision; anything
       else it does not know. A profile with a ``pushback`` says it, once, the first time the agent
       says it cannot do something (whatever the reason), before it accepts the answer. A ``gradual``
-      profile says its requests one at a time: the next once those said are dealt with.
+      profile says its requests one at a time: the next once those said are dealt with. A profile with
+      a ``slip`` gives a look-alike's id in one request, and puts it right (instead of answering) the
+      first time the agent names that id back; it counts as put right once anyone names the right one.
     - Judges, from what the agent says, which goals were reported done (or answered)
       (:class:`~scaleenv.env.judge.Progress`), and recaps only the others.
     - Ends with the stop marker once every goal was reported done, when its turns run out, or
@@ -170,6 +174,7 @@ class ScriptedUser(User):
         self.staff = is_staff(ctx.task)
         self.asked_for = " ".join(self.goals)
         self.pushed = not profile.pushback  # a user with a pushback presses once before accepting a refusal
+        self.slip = profile.slip
 
     def _role(self) -> str:
         """Who a member of staff says they are, from their persona."""
@@ -195,10 +200,30 @@ class ScriptedUser(User):
     def _hidden(self) -> dict[str, Any]:
         return {w: self.known[w] for w in self.withheld if w not in self.revealed}
 
+    def _spoken(self, index: int, text: str) -> str:
+        """Goal number ``index`` as the user says it now: with its slip while that is not put right."""
+        slip = self.slip
+        return said_with(text, slip.said, slip.meant) if slip is not None and slip.goal == index else text
+
+    def _put_right(self, agent_text: str) -> str | None:
+        """The user's correction when ``agent_text`` names the wrong id it gave (the slip is then put
+        right, and a report on that request does not count: it was about the wrong record)."""
+        slip = self.slip
+        if slip is None or slip.goal >= self.progress.said:
+            return None
+        if names(agent_text, slip.meant):
+            self.slip = None  # the agent found the right record itself
+            return None
+        if not names(agent_text, slip.said):
+            return None
+        self.slip = None
+        self.progress.done[slip.goal] = False
+        return f"Sorry, my mistake: I gave you the wrong one. I meant {slip.meant}, not {slip.said}."
+
     def request(self) -> str:
         profile = self.ctx.task.user_profile
         hidden = self._hidden()
-        body = " ".join(redact(g, hidden) for g in self.goals[: self.progress.said])
+        body = " ".join(redact(self._spoken(i, g), hidden) for i, g in enumerate(self.goals[: self.progress.said]))
         persona = profile.persona.strip()
         intro = re.sub(r"^You are\b", "Hi, I am", persona) if persona else "Hi."
         return f"{intro} {body}".strip()
@@ -206,7 +231,8 @@ class ScriptedUser(User):
     def recap(self) -> str:
         """The goals not yet reported done, as the user first said them."""
         hidden = self._hidden()
-        return " ".join(redact(o.text, hidden) for o in self.progress.pending())
+        pending = [(i, o) for i, o in enumerate(self.progress.objectives[: self.progress.said]) if not self.progress.done[i]]
+        return " ".join(redact(self._spoken(i, o.text), hidden) for i, o in pending)
 
     async def opening(self) -> str:
         self.turns += 1
@@ -290,6 +316,8 @@ class ScriptedUser(User):
             else:
                 unknown = True
         self.revealed.update(f for f in given if f in self.withheld)
+        if self.slip is not None and any(str(self.known[f]) == self.slip.meant for f in given):
+            self.slip = None  # the user has now given the right id itself
         if given:
             said = " ".join(self.vocab.statement(f, _fmt(self.known[f]), self._mine(), self._owner()) for f in given)
             parts.insert(len(decisions), said)
@@ -349,6 +377,10 @@ class ScriptedUser(User):
         from scaleenv.env.judge import says_cannot
 
         moved = self.progress.update(agent_text)
+        correction = self._put_right(agent_text)
+        if correction is not None:
+            self.idle = 0
+            return correction  # before any yes, plea or next request: those were about the wrong record
         if not self.pushed and says_cannot(agent_text):
             self.pushed = True
             self.idle = 0
@@ -360,7 +392,8 @@ class ScriptedUser(User):
             # the requests said so far are dealt with: the user says its next one
             self.progress.said += 1
             self.idle = 0
-            return f"Thanks. {NEXT_REQUEST} {redact(self.goals[self.progress.said - 1], self._hidden())}"
+            nxt = self.progress.said - 1
+            return f"Thanks. {NEXT_REQUEST} {redact(self._spoken(nxt, self.goals[nxt]), self._hidden())}"
         parts, asked = self.answer(agent_text)
         if asked or moved:
             self.idle = 0
@@ -402,6 +435,10 @@ GRADUAL_PROMPT = ("\nSay your requests one at a time, in the order listed: begin
                   "next only once the agent has dealt with the one before (done it, answered it, or told you it "
                   "cannot). Do not mention that more requests are coming.")
 """Added to the LLM user's prompt when its profile says its requests one at a time."""
+SLIP_PROMPT = ("\nYou make one slip: when you first make this request, \"{goal}\", you give {said} where you mean {meant}. "
+               "The first time the agent names {said} back to you (to confirm, or to tell you it cannot), say that "
+               "was your mistake and give {meant}, and nothing else in that message. Do not mention it before.")
+"""Added to the LLM user's prompt when its profile gives a wrong id at first (its goals list the right one)."""
 GREETING = "Hi! How can I help you today?"
 
 
@@ -418,6 +455,10 @@ def user_prompt(task: Task, template: str | None = None) -> str:
         text = text.replace(key, val)
     if profile.gradual:
         text += GRADUAL_PROMPT
+    if profile.slip is not None and profile.slip.goal < len(profile.goals):
+        slip = profile.slip
+        text += (SLIP_PROMPT.replace("{said}", slip.said).replace("{meant}", slip.meant)
+                 .replace("{goal}", profile.goals[slip.goal]))
     if profile.pushback and "{pushback}" not in (template or ""):
         text += PUSHBACK_PROMPT.replace("{pushback}", profile.pushback)
     return text.replace("{pushback}", profile.pushback)

@@ -71,11 +71,22 @@ class Decision(_Record):
     say: str
 
 
+class Slip(_Record):
+    """A slip of the user's: goal number ``goal`` (0-based) is said with the id ``said`` (a look-alike
+    record's) where the user means ``meant``, the id the goal holds. The user puts it right once the
+    agent names ``said`` back to it (to confirm a change, or to say it cannot make it)."""
+
+    goal: int
+    said: str
+    meant: str
+
+
 class UserProfile(_Record):
     """What the simulated user knows and wants. ``known`` maps a fact's name to its value; the facts
     named in ``withheld`` are given only when the agent asks for them."""
 
     EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("objectives", "identity", "decisions", "pushback", "gradual")
+    OPTIONAL_FIELDS: ClassVar[tuple[str, ...]] = ("slip",)
     persona: str = ""
     goals: list[str] = Field(default_factory=list)
     known: dict[str, Any] = Field(default_factory=dict)
@@ -91,6 +102,8 @@ class UserProfile(_Record):
     gradual: bool = False
     """Whether the user says its goals one at a time, in order: the first in its opening, each next one
     once the agent has dealt with (done, answered or refused) those said before."""
+    slip: Slip | None = None
+    """A wrong id the user gives at first and corrects when the agent names it back (None: no slip)."""
 
 
 class Difficulty(_Record):

@@ -81,6 +81,20 @@ def play_policy(ep: Episode, task: Task, agent: Agent, rng: random.Random, rewar
     return play(env, agent, rng)
 
 
+def converse(ep: Episode, task: Task, agent: Agent, seed: int = 0) -> float:
+    """An agent's binary score on the task talking to the scripted user (conversational mode, the
+    rollout's default limits): how a slip of the user's is checked to be one the agent can put right."""
+    from scaleenv.env.core import run_sync
+    from scaleenv.env.loop import run_episode
+    from scaleenv.env.users import ScriptedUser
+
+    env = ToolEnv(task, ep, user=ScriptedUser(), mode=Mode.CONVERSATIONAL, release=lambda _: None)
+    try:
+        return float(run_sync(run_episode(env, agent, seed=seed)).score)
+    finally:
+        ep.reset()
+
+
 def score_policy(ep: Episode, task: Task, policy: str, rng: random.Random | None = None,
                  reward_shape: str = "binary") -> Any:
     """One reference policy's reward on the task (see :mod:`scaleenv.env.policies`)."""
@@ -163,4 +177,4 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
     return GateResult(scores, details)
 
 
-__all__ = ["DRAWS", "RANDOM_DRAWS", "READ_DUMP_DRAWS", "ROLLOUT_AGENT_STREAM", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "play_policy", "run_gates", "score_policy", "swap_pairs"]
+__all__ = ["DRAWS", "RANDOM_DRAWS", "READ_DUMP_DRAWS", "ROLLOUT_AGENT_STREAM", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "converse", "play_policy", "run_gates", "score_policy", "swap_pairs"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaleenv.env.cache import make_episode
+from scaleenv.env.policies import OracleAgent, SwapAgent
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import DomainSpec, Table, ToolSpec
 from scaleenv.formats.task import (
@@ -33,7 +34,7 @@ from scaleenv.formats.task import (
 )
 from scaleenv.synth.tasks.context import WRITE_FAMILIES, DomainContext
 from scaleenv.synth.tasks.expand import expand_tools
-from scaleenv.synth.tasks.gates import run_gates
+from scaleenv.synth.tasks.gates import converse, play_policy, run_gates
 from scaleenv.synth.tasks.identity import fact_key, finder_defect, owned_finders, usable_finders
 from scaleenv.synth.tasks.instruction import (
     _PERSON_NAME_COLUMNS,
@@ -49,6 +50,7 @@ from scaleenv.synth.tasks.instruction import (
 )
 from scaleenv.synth.tasks.pacing import with_gradual_requests
 from scaleenv.synth.tasks.reasons import Reason
+from scaleenv.synth.tasks.slips import draw_slip
 from scaleenv.synth.tasks.state import (
     contact_columns,
     distractor,
@@ -768,11 +770,28 @@ class TaskBuilder:
                 raise TaskRejected(Reason.NO_SELF_FINDER, missing)
         with _stage("gates"):
             worlds = TaskWorlds(initial, world, gold_keys, [])
-            gates = run_gates(make_episode(self.spec, task, worlds), task, self.seed)
+            episode = make_episode(self.spec, task, worlds)
+            gates = run_gates(episode, task, self.seed)
         if not gates.passed:
             raise TaskRejected(Reason.gate(gates.failures()[0]))
         task.verification.gates = gates.to_json()
+        with _stage("user_side"):
+            self.add_slip(task, episode)
         return task
+
+    def add_slip(self, task: Task, episode: Any) -> None:
+        """Let the tier's share of users give a look-alike's id at first (:mod:`~scaleenv.synth.tasks.slips`),
+        where acting on the id as given scores 0 and the gold chain, told the right id by the scripted
+        user, scores 1."""
+        slip = draw_slip(task, random.Random(f"slip:{self.seed}:{self.spec.name}:{self.attempt}"))
+        if slip is None:
+            return
+        careless = SwapAgent(slip.meant, slip.said, also_forbidden=True)  # the request as said, acted on
+        if play_policy(episode, task, careless, random.Random(0)).score > 0.0:
+            return
+        task.user_profile.slip = slip
+        if converse(episode, task, OracleAgent(), self.seed) != 1.0:
+            task.user_profile.slip = None  # the scripted user could not put it right in this conversation
 
     def speaker(self) -> EntityRef | None:
         """The user when it speaks for itself (the chain's root or the first person on its path);

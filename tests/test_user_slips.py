@@ -1,0 +1,157 @@
+"""A user who gives a look-alike's id at first and puts it right once the agent names it back: drawn
+only at the hard and expert tiers, solvable by an agent that confirms (the oracle), fatal to one that
+acts on the id as given, and told to the LLM user and in the tau2 export."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import pytest
+
+from scaleenv.env.cache import task_cache
+from scaleenv.env.core import make
+from scaleenv.env.policies import OracleAgent, SwapAgent
+from scaleenv.env.users import SLIP_PROMPT, ScriptedUser, UserContext, turn_budget, user_prompt
+from scaleenv.formats.trajectory import STOP
+from scaleenv.integrations.session import task_source
+from scaleenv.integrations.tau2 import tau2_task
+from scaleenv.synth.build import BuildConfig, prepare_out, run_build
+from scaleenv.synth.tasks.gates import converse, play_policy
+from scaleenv.synth.tasks.slips import SLIP_SHARE, draw_slip, slip_options
+from scaleenv.universe import Universe
+
+CORRECTION = "Sorry, my mistake"
+
+
+@pytest.fixture(scope="module")
+def universe(tmp_path_factory):
+    out = tmp_path_factory.mktemp("slips") / "universe"
+    cfg = BuildConfig(out=out, domains=["airline"], tasks_per_domain=24, seed=5, tier_mix={"hard": 1.0, "expert": 1.0})
+    prepare_out(cfg)
+    run_build(cfg)
+    return out
+
+
+def _slipped(universe):
+    tasks = [t for t in Universe(universe).tasks() if t.user_profile.slip is not None]
+    assert tasks, "the build gave no user a slip"
+    return tasks
+
+
+def _user(universe, task) -> ScriptedUser:
+    user = ScriptedUser(patience=10)
+    user.reset(UserContext(task=task, rng=random.Random(0), spec=task_cache(universe).spec(task.domain)))
+    return user
+
+
+def _said(user: ScriptedUser) -> str:
+    """What the user has said of its requests: the opening, then each next request it is asked about."""
+    text = asyncio.run(user.opening())
+    while user.progress.said <= user.slip.goal:
+        text += asyncio.run(user.reply("Done: your request has been completed."))
+    return text
+
+
+def test_a_build_gives_slips_at_the_hard_and_expert_tiers_only(universe):
+    tasks = Universe(universe).tasks()
+    slipped = _slipped(universe)
+    for task in slipped:
+        slip = task.user_profile.slip
+        assert task.difficulty.tier in SLIP_SHARE
+        # the goals and the solo request hold the right id; the wrong one is a look-alike of the task
+        assert slip.meant in task.user_profile.goals[slip.goal] and slip.meant in task.instruction
+        assert slip.said not in task.instruction
+        assert any(slip.said in ids for ids in task.verification.distractors.values())
+    assert len(slipped) < len(tasks)
+    plain = next(t for t in tasks if t.user_profile.slip is None)
+    assert "slip" not in plain.user_profile.model_dump(mode="json")  # older files round-trip byte for byte
+    for tier in ("easy", "medium"):
+        t = slipped[0].model_copy(deep=True)
+        t.difficulty.tier, t.user_profile.slip = tier, None
+        assert all(draw_slip(t, random.Random(i)) is None for i in range(20)), tier
+    expert = slipped[0].model_copy(deep=True)
+    expert.difficulty.tier, expert.user_profile.slip = "expert", None
+    assert draw_slip(expert, random.Random(0)) in slip_options(expert)
+
+
+def _talking(universe):
+    """A slipped task's slip and its user, once it has said the slipped request; and what it said."""
+    task = _slipped(universe)[0]
+    user = _user(universe, task)
+    return task.user_profile.slip, user, _said(user)
+
+
+def test_the_user_says_the_wrong_id_and_puts_it_right_when_it_is_named_back(universe):
+    slip, user, said = _talking(universe)
+    assert slip.said in said and slip.meant not in said
+    # a confirmation naming the wrong record gets the correction, not a yes
+    reply = asyncio.run(user.reply(f"I found {slip.said}. Shall I go ahead with it?"))
+    assert reply.startswith(CORRECTION) and slip.meant in reply and "Yes" not in reply and STOP not in reply
+    # from then on the user asks for the right one, and does not correct again
+    recap = asyncio.run(user.reply("Sorry, what would you like me to do?"))
+    assert slip.meant in recap and slip.said not in recap, recap
+    again = asyncio.run(user.reply(f"Shall I go ahead with {slip.meant}?"))
+    assert CORRECTION not in again
+
+
+def test_a_report_on_the_wrong_record_does_not_count(universe):
+    slip, user, _ = _talking(universe)
+    reply = asyncio.run(user.reply(f"Done: {slip.said} has been updated as you asked."))
+    assert reply.startswith(CORRECTION) and STOP not in reply
+    assert not user.progress.done[slip.goal]
+
+
+def test_an_agent_that_names_the_right_record_hears_no_correction(universe):
+    slip, user, _ = _talking(universe)
+    reply = asyncio.run(user.reply(f"I see {slip.meant} on your account. Shall I go ahead with it?"))
+    assert CORRECTION not in reply
+    assert CORRECTION not in asyncio.run(user.reply(f"Is {slip.said} perhaps the one?"))  # already settled
+
+
+def test_the_oracle_puts_it_right_and_acting_on_the_id_as_given_scores_zero(universe):
+    for task in _slipped(universe):
+        slip = task.user_profile.slip
+        env = make(universe, task.id, user="scripted")
+        from scaleenv.env.core import run_sync
+        from scaleenv.env.loop import run_episode
+
+        traj = run_sync(run_episode(env, OracleAgent()))
+        assert traj.score == 1.0, task.id
+        users = [str(m.get("content")) for m in traj.messages if m.get("role") == "user"]
+        assert any(u.startswith(CORRECTION) and slip.meant in u for u in users), task.id
+        ep = task_cache(universe).acquire(task)
+        try:
+            careless = SwapAgent(slip.meant, slip.said, also_forbidden=True)
+            assert play_policy(ep, task, careless, random.Random(0)).score == 0.0, task.id
+        finally:
+            task_cache(universe).release(task, ep)
+
+
+def test_the_builds_conversation_check_can_fail(universe):
+    """converse() is the build's check that a slip can be put right: the oracle scores 1 in the
+    conversation, an agent that acts on the id as given (without asking) scores 0."""
+    task = _slipped(universe)[0]
+    slip = task.user_profile.slip
+    ep = task_cache(universe).acquire(task)
+    try:
+        assert converse(ep, task, OracleAgent()) == 1.0
+        assert converse(ep, task, SwapAgent(slip.meant, slip.said, also_forbidden=True)) == 0.0
+    finally:
+        task_cache(universe).release(task, ep)
+
+
+def test_the_turn_budget_and_the_llm_user_and_the_tau2_export_know_the_slip(universe):
+    task = _slipped(universe)[0]
+    slip = task.user_profile.slip
+    plain = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"slip": None})})
+    spec = task_cache(universe).spec(task.domain)
+    assert turn_budget(UserContext(task=task, rng=None, spec=spec)) == \
+        turn_budget(UserContext(task=plain, rng=None, spec=spec)) + 1
+    prompt = user_prompt(task)
+    assert SLIP_PROMPT.split("{")[0] in prompt and slip.said in prompt and slip.meant in prompt
+    assert slip.said not in user_prompt(plain)
+    said = tau2_task(task_source(universe), task)["user_scenario"]["instructions"]["task_instructions"]
+    assert slip.said in said and slip.meant in said
+    assert json.loads(task.model_dump_json())["user_profile"]["slip"] == slip.model_dump(mode="json")
