@@ -125,14 +125,38 @@ def test_screened_program_negates_the_rule_on_the_outer_record():
     assert 'FROM "s"' in sql  # the audit finds the program's table by it
 
 
-def test_rules_over_another_record_are_not_screened():
-    """A rule that reads the flight of a reservation cannot be moved onto one record by its own values."""
+def test_rules_over_a_linked_record_are_screened_by_moving_the_link():
+    """A rule that reads the flight of a reservation is screened by the link: the screened record takes
+    a donor's flight (and the donor's own values with it); rules over the record's own values move those."""
     ctx = context("airline")
-    tool = ctx.spec.tool("cancel_booking_with_refund")
-    assert row_rules(ctx, tool) == []
+    rules = row_rules(ctx, ctx.spec.tool("cancel_booking_with_refund"))
+    assert [(r.name, cols) for r, cols in rules] == [("no_late_cancellation", {"flight_id"})]
     ctx = context("fitness_club")
     rules = row_rules(ctx, ctx.spec.tool("cancel_personal_training"))
     assert [(r.name, cols) for r, cols in rules] == [("no_late_pt_cancellation", {"starts_at"})]
+
+
+def test_a_screened_trip_booking_is_on_a_tour_that_starts_too_soon():
+    """travel_agency's rule reads the tour package of a booking: the agent must look up each booking's
+    tour to tell which one it may not cancel; the cancelled ones start later."""
+    tasks = [t for t in screened_tasks("travel_agency", 4)
+             if any(c.purpose == "refused: no_late_trip_cancellation" for c in t.forbidden)]
+    assert tasks
+    for task in tasks:
+        goals, refused = resolved("travel_agency", task)
+        world = initial_world("travel_agency", task)
+        try:
+            soon = world.conn.execute("SELECT date(?, '+30 days')", (world.clock[:10],)).fetchone()[0]
+
+            def start(booking: str, world: World = world) -> str:
+                return world.conn.execute("SELECT p.start_date FROM trip_bookings b JOIN tour_packages p "
+                                          "ON p.id = b.package_id WHERE b.id = ?", (booking,)).fetchone()[0]
+
+            cancelled = [a["booking_id"] for tool, a in goals if tool == "cancel_trip_booking"]
+            assert cancelled and all(start(b) >= soon for b in cancelled), task.id
+            assert refused and all(start(a["booking_id"]) < soon for _, a in refused), task.id
+        finally:
+            world.close()
 
 
 def test_the_same_request_on_another_record_is_no_contradiction():

@@ -151,3 +151,38 @@ def test_a_report_after_a_clause_saying_what_was_not_done_counts():
                            "passenger name on RES-0153 is now Samuel Ward (status still confirmed). Anything else?")
     assert progress.finished()
     assert not Progress([goal]).update("I did not check you in, and I have not changed the name.")
+
+
+def test_a_question_asking_which_record_reports_nothing_done():
+    """healthcare_telemedicine, play round 20: "You have four 'anxiety follow-up' consultations, all
+    completed: ... Which one should the prescription be attached to?" was taken for a report of the
+    prescription (its "completed"), and the user left before answering."""
+    from scaleenv.env.judge import Progress
+    from scaleenv.formats.task import Objective
+
+    goal = Objective(kind="write", text="Write a script for cetirizine from my anxiety follow-up consultation.",
+                     done_words=["prescribed", "written"], subject=["prescription"])
+    progress = Progress([goal])
+    assert not progress.update("You have four 'anxiety follow-up' consultations, all completed: CNS-0074 and "
+                               "CNS-0073. Which one should the cetirizine prescription be attached to?")
+    assert not progress.finished()
+    assert progress.update("Done: the cetirizine prescription is written on CNS-0074.")
+
+
+def test_which_one_gets_the_record_named_before_the_question():
+    """The record asked about is the one the message lists ("four fixtures ... Which one should the
+    report go on?"), not the one the question's own words name."""
+    spec = context("pet_care").spec
+    for task in family_tasks("pet_care", "direct", 6):
+        known = dict(task.user_profile.known)
+        vocab = Vocabulary(spec, list(known))
+        tables = {vocab.split(f)[0]: f for f in known if not f.endswith(" id") and vocab.pairs[f][0]
+                  and isinstance(known[f], str | int | float)}
+        if len(tables) < 2:
+            continue
+        (_, first), (_, second) = sorted(tables.items())[:2]
+        listed, other = vocab.pairs[first][0][0], vocab.pairs[second][0][0]
+        reply = scripted_reply(task, spec, f"I see two {listed} records like that. Which one should the {other} go on?")
+        assert str(known[first]).replace(",", "") in reply.replace(",", ""), (task.id, first, reply)
+        return
+    pytest.skip("no task with facts of two records")

@@ -172,8 +172,9 @@ class Progress:
     def update(self, agent_text: str) -> bool:
         """Mark what ``agent_text`` reports; whether anything new was reported."""
         before = sum(self.done)
-        if any(is_confirmation(q) for q in questions(agent_text)):
-            # "Shall I go ahead with ...?": nothing is done yet, whatever it quotes; but a refusal said
+        if any(is_confirmation(q) or asks_which(q) for q in questions(agent_text)):
+            # "Shall I go ahead with ...?", "Which one should it go on?": nothing is done yet, whatever it
+            # quotes ("four consultations, all completed"); but a refusal said
             # beside it ("I cannot open it, because ...") is the answer to that request
             self._refusals(s for s in sentences(agent_text) if not s.rstrip().endswith("?"))
             return sum(self.done) > before

@@ -297,7 +297,11 @@ class ScriptedUser(User):
                 facts = [f for f in self.identity if f not in given]
             if not facts and asks_which(sentence):
                 # "which Northgate Athletic fixture do you mean?": the details the user knows of that record
-                for said in (norm(sentence), norm(agent_text)):  # "I see two fixtures. Which one do you mean?"
+                # the records named before the question ("I see two fixtures. Which one do you mean?";
+                # "four consultations ... Which one should the prescription go on?" is about a consultation),
+                # else in it ("Which Northgate Athletic fixture do you mean?")
+                before = agent_text[: agent_text.find(sentence)] if sentence in agent_text else ""
+                for said in (norm(before), norm(sentence)):
                     facts = [f for f in self.known if f not in given and not f.endswith(" id")
                              and any(has_phrase(said, n) for n in self.vocab.pairs[f][0])]
                     if facts:

@@ -6,7 +6,9 @@ other record, not on those, and the user told why.
 It combines a computed choice with a policy decision: the agent must list the records, check each
 against a rule that only the policy states (the tool would let the change through), act on the
 allowed ones and decline the rest. The screened record is built as a further target whose columns
-that the rule reads come from a record of the world that breaks the rule; the query program that
+that the rule reads come from a record of the world that breaks the rule (for a rule over a linked
+record, "no cancelling within 30 days of the flight", the link: the screened reservation is on a
+donor's flight, so the agent must look up each record's flight to tell); the query program that
 defines the write set is the condition with the rule's predicate negated, run on the initial world.
 The write on the screened record is the task's ``forbidden`` call (the policy-ignorant gate makes it
 and must score 0) and the rule's reason an answer fact, as in the ``refusal`` family.
@@ -52,7 +54,9 @@ _CLOCK_PARAMS = frozenset({"id", "today", "now"})
 
 def row_rules(ctx: DomainContext, tool: ToolSpec) -> list[tuple[PolicyRule, set[str]]]:
     """(rule, the columns of the tool's target it reads) for every policy rule over ``tool`` that
-    depends on the target record alone (its id, the clock), not on the call's other arguments."""
+    depends on the target record (its id, the clock), not on the call's other arguments: on its own
+    columns, or on a record it links to (the flight of a reservation), whose link is then among the
+    columns (a screened record takes a donor's flight)."""
     policy, focus = ctx.spec.policy, ctx.focus(tool)
     if policy is None or focus is None:
         return []
@@ -73,19 +77,30 @@ def row_rules(ctx: DomainContext, tool: ToolSpec) -> list[tuple[PolicyRule, set[
             except sqlite3.Error:
                 continue
             own = {c for t, c in reads if t == focus[1] and c != table.primary_key}
-            links = {c.name for c in table.columns if c.foreign_key}
-            if own and not own & links and reads <= {(focus[1], c) for c in own | {table.primary_key}}:
-                out.append((rule, own))  # a rule over another record (the flight) cannot be moved onto one
+            links = {c.name: c.foreign_key.split(".")[0] for c in table.columns if c.foreign_key}
+            others = {t for t, _ in reads if t != focus[1]}
+            if own and not own & set(links) and not others:
+                out.append((rule, own))
+            elif own and others and others <= {links[c] for c in own if c in links}:
+                out.append((rule, own))  # over a linked record (the flight of a reservation): the link moves
     finally:
         world.close()
     known[tool.name] = out
     return out
 
 
-def moved_values(table: Table, donor: dict[str, Any], columns: set[str]) -> dict[str, Any]:
+def moved_values(table: Table, donor: dict[str, Any], columns: set[str], keep: set[str] | None = None
+                 ) -> dict[str, Any]:
     """The values a record takes from ``donor`` to fall on the donor's side of a rule that reads
     ``columns``: those columns and every date of the record (its dates keep their order: a rental
-    still ends after it starts)."""
+    still ends after it starts). A rule over a linked record (the tour of a booking) moves the link,
+    and with it every value of the donor's own but its other links, its unique values and ``keep``
+    (what the request's condition reads): a price copied from the tour stays the tour's."""
+    links = {c.name for c in table.columns if c.foreign_key}
+    if columns & links:
+        return {c.name: donor[c.name] for c in table.columns
+                if c.name in donor and c.name != table.primary_key and not c.unique and c.name not in (keep or set())
+                and (c.name in columns or c.name not in links)}
     dates = {c.name for c in table.columns if c.type in ("date", "datetime") and c.name != table.primary_key
              and not c.foreign_key and not _BIRTH.search(c.name)}
     return {c: donor[c] for c in sorted(columns | dates) if c in donor}
@@ -169,7 +184,7 @@ class ScreenedBuilder(BulkBuilder):
             if donor is None:
                 raise TaskRejected(Reason.NO_POLICY_VIOLATION, rule.name)
             used.add(donor[table.primary_key])
-            screened.update(moved_values(table, donor, cols))
+            screened.update(moved_values(table, donor, cols, {self.filter[0].name}))
             self.screened_ids.append(screened["id"])
         for row in same[: len(same) - n]:  # a date moved apart from the first record's may cross the rule's line
             if not self.would_break(table, rule, focus[0], row):
@@ -178,7 +193,7 @@ class ScreenedBuilder(BulkBuilder):
             if allowed is None:
                 raise TaskRejected(Reason.BREAKS_POLICY, f"{rule.name} on {row['id']}")
             used.add(allowed[table.primary_key])
-            row.update(moved_values(table, allowed, cols))
+            row.update(moved_values(table, allowed, cols, {self.filter[0].name}))
             if self.would_break(table, rule, focus[0], row):
                 raise TaskRejected(Reason.BREAKS_POLICY, f"{rule.name} on {row['id']}")
         return looks, same
