@@ -13,7 +13,7 @@ import pytest
 from scaleenv.env.cache import task_cache
 from scaleenv.env.core import make
 from scaleenv.env.policies import OracleAgent, SwapAgent
-from scaleenv.env.users import SLIP_PROMPT, ScriptedUser, UserContext, turn_budget, user_prompt
+from scaleenv.env.users import SLIP_OPENERS, SLIP_PROMPT, ScriptedUser, UserContext, turn_budget, user_prompt
 from scaleenv.formats.trajectory import STOP
 from scaleenv.integrations.session import task_source
 from scaleenv.integrations.tau2 import tau2_task
@@ -22,7 +22,10 @@ from scaleenv.synth.tasks.gates import converse, play_policy
 from scaleenv.synth.tasks.slips import SLIP_SHARE, draw_slip, slip_options
 from scaleenv.universe import Universe
 
-CORRECTION = "Sorry, my mistake"
+
+def corrects(reply: str, slip) -> bool:
+    """Whether ``reply`` is the user putting its slip right."""
+    return reply.startswith(SLIP_OPENERS) and reply.endswith(f"I meant {slip.meant}, not {slip.said}.")
 
 
 @pytest.fixture(scope="module")
@@ -88,26 +91,26 @@ def test_the_user_says_the_wrong_id_and_puts_it_right_when_it_is_named_back(univ
     assert slip.said in said and slip.meant not in said
     # a confirmation naming the wrong record gets the correction, not a yes
     reply = asyncio.run(user.reply(f"I found {slip.said}. Shall I go ahead with it?"))
-    assert reply.startswith(CORRECTION) and slip.meant in reply and "Yes" not in reply and STOP not in reply
+    assert corrects(reply, slip) and "Yes" not in reply and STOP not in reply
     # from then on the user asks for the right one, and does not correct again
     recap = asyncio.run(user.reply("Sorry, what would you like me to do?"))
     assert slip.meant in recap and slip.said not in recap, recap
     again = asyncio.run(user.reply(f"Shall I go ahead with {slip.meant}?"))
-    assert CORRECTION not in again
+    assert not corrects(again, slip)
 
 
 def test_a_report_on_the_wrong_record_does_not_count(universe):
     slip, user, _ = _talking(universe)
     reply = asyncio.run(user.reply(f"Done: {slip.said} has been updated as you asked."))
-    assert reply.startswith(CORRECTION) and STOP not in reply
+    assert corrects(reply, slip) and STOP not in reply
     assert not user.progress.done[slip.goal]
 
 
 def test_an_agent_that_names_the_right_record_hears_no_correction(universe):
     slip, user, _ = _talking(universe)
     reply = asyncio.run(user.reply(f"I see {slip.meant} on your account. Shall I go ahead with it?"))
-    assert CORRECTION not in reply
-    assert CORRECTION not in asyncio.run(user.reply(f"Is {slip.said} perhaps the one?"))  # already settled
+    assert not corrects(reply, slip)
+    assert not corrects(asyncio.run(user.reply(f"Is {slip.said} perhaps the one?")), slip)  # already settled
 
 
 def test_the_oracle_puts_it_right_and_acting_on_the_id_as_given_scores_zero(universe):
@@ -120,7 +123,7 @@ def test_the_oracle_puts_it_right_and_acting_on_the_id_as_given_scores_zero(univ
         traj = run_sync(run_episode(env, OracleAgent()))
         assert traj.score == 1.0, task.id
         users = [str(m.get("content")) for m in traj.messages if m.get("role") == "user"]
-        assert any(u.startswith(CORRECTION) and slip.meant in u for u in users), task.id
+        assert any(corrects(u, slip) for u in users), task.id
         ep = task_cache(universe).acquire(task)
         try:
             careless = SwapAgent(slip.meant, slip.said, also_forbidden=True)

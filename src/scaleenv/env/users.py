@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,7 +219,8 @@ class ScriptedUser(User):
             return None
         self.slip = None
         self.progress.done[slip.goal] = False
-        return f"Sorry, my mistake: I gave you the wrong one. I meant {slip.meant}, not {slip.said}."
+        opener = SLIP_OPENERS[zlib.crc32(self.ctx.task.id.encode()) % len(SLIP_OPENERS)]
+        return f"{opener} I meant {slip.meant}, not {slip.said}."
 
     def request(self) -> str:
         profile = self.ctx.task.user_profile
@@ -443,6 +445,9 @@ SLIP_PROMPT = ("\nYou make one slip: when you first make this request, \"{goal}\
                "The first time the agent names {said} back to you (to confirm, or to tell you it cannot), say that "
                "was your mistake and give {meant}, and nothing else in that message. Do not mention it before.")
 """Added to the LLM user's prompt when its profile gives a wrong id at first (its goals list the right one)."""
+SLIP_OPENERS = ("Sorry, my mistake: I gave you the wrong one.", "Oh, wait, that is not the right number.",
+                "Hold on, I mixed them up.")
+"""How the scripted user begins putting its slip right (one per task, by its id)."""
 GREETING = "Hi! How can I help you today?"
 
 
