@@ -99,6 +99,16 @@ def test_the_user_says_the_wrong_id_and_puts_it_right_when_it_is_named_back(univ
     assert not corrects(again, slip)
 
 
+def test_a_question_beside_the_wrong_id_is_still_answered(universe):
+    """knowledge_management, play round 20: asked for its e-mail in the message that named the wrong
+    article, the user put the id right and never gave the e-mail."""
+    slip, user, _ = _talking(universe)
+    email = next(v for f, v in user.known.items() if f in user.identity and "@" in str(v))
+    reply = asyncio.run(user.reply(f"I found {slip.said}. Before I change it, what is your e-mail address?"))
+    assert reply.startswith(SLIP_OPENERS) and slip.meant in reply and email in reply, reply
+    assert "Yes" not in reply
+
+
 def test_a_report_on_the_wrong_record_does_not_count(universe):
     slip, user, _ = _talking(universe)
     reply = asyncio.run(user.reply(f"Done: {slip.said} has been updated as you asked."))

@@ -386,7 +386,12 @@ class ScriptedUser(User):
         correction = self._put_right(agent_text)
         if correction is not None:
             self.idle = 0
-            return correction  # before any yes, plea or next request: those were about the wrong record
+            # no yes, plea or next request (those were about the wrong record), but what it was asked ("and
+            # your e-mail?") still answered
+            parts, _ = self.answer(agent_text)
+            rest = [p for p in parts if not p.startswith(("Yes, please go ahead.", "No, that is not right",
+                                                           NO_ALTERNATIVE, "I don't know"))]
+            return " ".join([correction, *rest])
         if not self.pushed and says_cannot(agent_text):
             self.pushed = True
             self.idle = 0
