@@ -3,6 +3,7 @@
     oracle      replays the gold chain (resolving references from the tool outputs it gets), states
                 the answer facts, then stops
     naive       the gold chain plus the task's forbidden calls (the request taken literally, the policy ignored)
+    strict      the gold chain without its waived steps (the policy read without its exceptions)
     noop        does nothing
     random      schema-valid random calls with values drawn from the world, then stops
     write_all   calls every write tool once with arguments that satisfy its preconditions where it
@@ -263,6 +264,21 @@ class NaiveAgent(OracleAgent):
         return [*self.ctx.task.gold_chain, *self.ctx.task.forbidden]
 
 
+class StrictAgent(OracleAgent):
+    """The policy read without its exceptions: the gold chain, less the steps a rule covers but its
+    exception allows (``Task.waived``: refused as if the rule applied). Must score 0 wherever a task has
+    waived steps (the strict gate)."""
+
+    name = "strict"
+
+    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        self._take_output(messages)
+        while self._step in self.ctx.task.waived:
+            self._outputs.append(None)  # refused: nothing seen (a later step that needs it cannot be made)
+            self._step += 1
+        return await super().act(messages)
+
+
 class NoopAgent(Agent):
     """Does nothing: ends the episode at once."""
 
@@ -327,7 +343,7 @@ class WriteEverythingAgent(Agent):
 
 
 POLICIES: dict[str, type[Agent]] = {"oracle": OracleAgent, "noop": NoopAgent, "random": RandomAgent,
-                                    "write_all": WriteEverythingAgent, "naive": NaiveAgent}
+                                    "write_all": WriteEverythingAgent, "naive": NaiveAgent, "strict": StrictAgent}
 
 
 def reference_policy(name: str, *, random_calls: int = RANDOM_CALLS) -> Agent:

@@ -211,7 +211,8 @@ class PolicyRule(_Model):
     yes before each change (of ``tools``; empty: every write tool); ``eligibility`` and ``limit``:
     a call of one of ``tools`` is not allowed when ``forbid`` (SQL over the world before the call,
     named parameters bound from the call's arguments, ``:id`` the first argument, ``:today`` and
-    ``:now`` the clock) returns a truthy first column; ``scope``: what the agent does not handle.
+    ``:now`` the clock) returns a truthy first column, unless ``unless`` (the rule's exception, SQL
+    bound the same way) returns one too; ``scope``: what the agent does not handle.
     ``enforced_by_tool`` says whether the tools refuse by themselves (else only the policy does);
     ``reason`` is the short phrase of ``text`` the agent tells the user when it refuses.
     """
@@ -221,8 +222,21 @@ class PolicyRule(_Model):
     text: str
     tools: list[str] = Field(default_factory=list)
     forbid: str | None = None
+    unless: str | None = None
+    """The exception ("... unless it carries travel insurance"): a call that ``forbid`` covers is allowed
+    after all when this returns a truthy first column. Said in ``text``."""
     reason: str = ""
     enforced_by_tool: bool = False
+
+    @property
+    def predicate(self) -> str | None:
+        """One SELECT whose first column is 1 exactly when the rule forbids the call: ``forbid`` (no row or
+        NULL allows) and not ``unless`` (no row or NULL does not waive)."""
+        if self.forbid is None:
+            return None
+        if self.unless is None:
+            return f"SELECT COALESCE(({self.forbid}), 0) != 0"
+        return f"SELECT COALESCE(({self.forbid}), 0) != 0 AND COALESCE(({self.unless}), 0) = 0"
 
 
 class Policy(_Model):
@@ -245,7 +259,9 @@ class Policy(_Model):
         rules = []
         for r in self.rules:
             tools = [t for t in r.tools if t in names]
-            rules.append(r.model_copy(update={"tools": tools, "forbid": r.forbid if tools or not r.tools else None}))
+            keep = bool(tools) or not r.tools
+            rules.append(r.model_copy(update={"tools": tools, "forbid": r.forbid if keep else None,
+                                              "unless": r.unless if keep else None}))
         return Policy(rules=rules)
 
     def document(self) -> str:

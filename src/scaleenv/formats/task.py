@@ -164,10 +164,10 @@ class Call(BaseModel):
 
 
 class Task(_Record):
-    """A verified task. ``family`` is left out of its JSON while ``direct`` and ``forbidden`` while empty,
-    so task lines older than families round-trip byte for byte."""
+    """A verified task. ``family`` is left out of its JSON while ``direct``, ``forbidden`` and ``waived``
+    while empty, so task lines older than families round-trip byte for byte."""
 
-    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("forbidden",)
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("forbidden", "waived")
     id: str
     domain: str
     instruction: str
@@ -182,11 +182,15 @@ class Task(_Record):
     family: str = DEFAULT_FAMILY
     """The generator that made the task (see ``scaleenv.synth.tasks.families``): ``direct``, ``refusal``,
     ``partial``, ``conditional``, ``computed``, ``description``, ``bulk``, ``programmatic``, ``long``,
-    ``screened``."""
+    ``screened``, ``waived``."""
     forbidden: list[Call] = Field(default_factory=list)
     """The calls the literal request asks for that must not happen (a refused request; the branch a
     condition rules out), resolved against the gold chain's outputs; the policy-ignorant gate plays the gold
     chain followed by them and must score 0."""
+    waived: list[int] = Field(default_factory=list)
+    """The steps of the gold chain that a policy rule covers but its exception allows (a late cancellation
+    of an insured reservation): the strict gate plays the gold chain without them (the policy read without
+    its exceptions) and must score 0."""
 
     @model_serializer(mode="wrap")
     def _drop_default_family(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

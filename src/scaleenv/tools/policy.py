@@ -26,28 +26,51 @@ def rule_params(world: World, tool: ToolSpec, args: dict[str, Any]) -> dict[str,
     return params
 
 
+def _holds(world: World, sql: str, params: dict[str, Any]) -> bool:
+    """Whether the predicate ``sql`` gives a truthy first column (an error counts as holding: the rule
+    cannot be shown not to apply)."""
+    try:
+        row = world.conn.execute(sql, params).fetchone()
+    except sqlite3.Error:
+        return True
+    return row is not None and bool(row[0])
+
+
 def broken_rules(world: World, spec: DomainSpec, tool: ToolSpec, args: dict[str, Any]) -> list[PolicyRule]:
-    """The policy rules the call ``tool(args)`` would break on ``world`` as it is now (a predicate that
-    fails to run counts as broken: the rule cannot be shown to hold)."""
-    if spec.policy is None:
-        return []
-    rules = spec.policy.checks(tool.name)
-    if not rules:
-        return []
-    params = rule_params(world, tool, args)
+    """The policy rules the call ``tool(args)`` would break on ``world`` as it is now: the rule's predicate
+    covers the call and its exception (``unless``) does not waive it (a predicate that fails to run
+    counts as broken: the rule cannot be shown to hold)."""
+    rules = spec.policy.checks(tool.name) if spec.policy is not None else []
+    params = rule_params(world, tool, args) if rules else None
     if params is None:
         return []
     out = []
     for rule in rules:
-        assert rule.forbid is not None
-        try:
-            row = world.conn.execute(rule.forbid, params).fetchone()
-        except sqlite3.Error:
-            out.append(rule)
-            continue
-        if row is not None and row[0]:
+        assert rule.predicate is not None
+        if _holds(world, rule.predicate, params):
             out.append(rule)
     return out
 
 
-__all__ = ["broken_rules", "rule_params"]
+def waived_rules(world: World, spec: DomainSpec, tool: ToolSpec, args: dict[str, Any]) -> list[PolicyRule]:
+    """The rules whose predicate covers the call ``tool(args)`` but whose exception allows it after all
+    (a reservation cancelled late, but insured): the call is allowed, and an agent that reads the rule
+    without its exception would refuse it."""
+    rules = [r for r in spec.policy.checks(tool.name) if r.unless] if spec.policy is not None else []
+    params = rule_params(world, tool, args) if rules else None
+    if params is None:
+        return []
+    out = []
+    for rule in rules:
+        assert rule.forbid is not None and rule.unless is not None
+        try:
+            covered = world.conn.execute(f"SELECT COALESCE(({rule.forbid}), 0) != 0", params).fetchone()
+            waived = world.conn.execute(f"SELECT COALESCE(({rule.unless}), 0) != 0", params).fetchone()
+        except sqlite3.Error:
+            continue
+        if covered and covered[0] and waived and waived[0]:
+            out.append(rule)
+    return out
+
+
+__all__ = ["broken_rules", "rule_params", "waived_rules"]

@@ -190,17 +190,23 @@ def _check_policy(spec: DomainSpec, conn: sqlite3.Connection | None, problems: P
             if tool is None or tool.kind != "write":
                 problems.append((f"{path}.tools", f"{t!r} is not a write tool of the spec"))
         if rule.forbid is None:
+            if rule.unless is not None:
+                problems.append((f"{path}.unless", "an exception needs the predicate (forbid) it waives"))
             continue
         if not rule.tools:
             problems.append((f"{path}.forbid", "a predicate needs the tools it governs"))
-        if conn is not None:
+        if conn is None:
+            continue
+        for key, sql in (("forbid", rule.forbid), ("unless", rule.unless)):
+            if sql is None:
+                continue
             try:
-                info = analyze_sql(conn, rule.forbid)
+                info = analyze_sql(conn, sql)
             except sqlite3.Error as e:
-                problems.append((f"{path}.forbid", f"SQL does not prepare: {e}"))
+                problems.append((f"{path}.{key}", f"SQL does not prepare: {e}"))
                 continue
             if info.tables_written or info.forbidden:
-                problems.append((f"{path}.forbid", "a predicate must only read"))
+                problems.append((f"{path}.{key}", "a predicate must only read"))
 
 
 def validate_spec(spec: DomainSpec | dict[str, Any]) -> DomainSpec:

@@ -27,6 +27,21 @@ def _tools(spec: DomainSpec) -> str:
                      for t in spec.tools if t.kind == "write")
 
 
+def _predicate_problems(world: World, path: str, sql: Any, params: dict[str, Any]) -> list[str]:
+    """What is wrong with one predicate of a rule (``forbid``, ``unless``): not one SELECT, an unknown
+    parameter, or SQL that does not run on the base world."""
+    if not isinstance(sql, str) or not sql.lstrip().upper().startswith("SELECT") or ";" in sql.strip()[:-1]:
+        return [f"{path}: must be one SELECT statement"]
+    unknown = sorted(set(_PARAM.findall(sql)) - set(params))
+    if unknown:
+        return [f"{path}: unknown parameter(s) {', '.join(':' + u for u in unknown)}"]
+    try:
+        world.conn.execute(sql, params).fetchone()
+    except sqlite3.Error as e:
+        return [f"{path}: does not run: {e}"]
+    return []
+
+
 def policy_problems(obj: dict[str, Any], spec: DomainSpec, base: bytes) -> list[str]:
     """What is wrong with a policy reply: unknown kinds or tools, a reason not in its text, a predicate
     that is not one SELECT or does not run on the base world, a missing identity or confirmation rule."""
@@ -52,20 +67,12 @@ def policy_problems(obj: dict[str, Any], spec: DomainSpec, base: bytes) -> list[
                 continue
             if not isinstance(r.get("reason"), str) or not r["reason"] or r["reason"] not in r["text"]:
                 problems.append(f"{path}.reason: must be a phrase of its text")
-            if not isinstance(forbid, str) or not forbid.lstrip().upper().startswith("SELECT") or ";" in forbid.strip()[:-1]:
-                problems.append(f"{path}.forbid: must be one SELECT statement")
-                continue
             tool = writes[tools[0]]
             params = {p.name: None for p in tool.parameters} | {"id": None, "today": world.clock[:10],
                                                                   "now": world.clock}
-            unknown = sorted(set(_PARAM.findall(forbid)) - set(params))
-            if unknown:
-                problems.append(f"{path}.forbid: unknown parameter(s) {', '.join(':' + u for u in unknown)}")
-                continue
-            try:
-                world.conn.execute(forbid, params).fetchone()
-            except sqlite3.Error as e:
-                problems.append(f"{path}.forbid: does not run: {e}")
+            for key in ("forbid", "unless"):
+                if r.get(key) is not None:
+                    problems += _predicate_problems(world, f"{path}.{key}", r[key], params)
         kinds = {r.get("kind") for r in rules if isinstance(r, dict)}
         problems += [f"a rule of kind {k!r} is missing" for k in ("identity", "confirmation") if k not in kinds]
     finally:
@@ -84,7 +91,9 @@ def design_policy(ask: Scoped, title: str, spec: DomainSpec, base: bytes) -> Pol
     for r in obj["rules"]:
         rules.append(PolicyRule(name=str(r["name"]).strip(), kind=r["kind"], text=r["text"].strip(),
                                 tools=list(r.get("tools") or []) if r.get("forbid") else [],
-                                forbid=r.get("forbid") or None, reason=str(r.get("reason") or "")))
+                                forbid=r.get("forbid") or None,
+                                unless=(r.get("unless") or None) if r.get("forbid") else None,
+                                reason=str(r.get("reason") or "")))
     return Policy(rules=rules)
 
 

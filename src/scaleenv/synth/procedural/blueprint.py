@@ -362,6 +362,7 @@ class PolicyEntry(_M):
     text: str
     tools: list[str] = Field(default_factory=list)
     forbid: str | None = None
+    unless: str | None = None
     reason: str = ""
     enforced_by_tool: bool = False
 
@@ -438,6 +439,8 @@ def blueprint_problems(bp: Blueprint) -> list[tuple[str, str]]:
                 problems.append((f"policy[{i}]({rule.name}).tools", f"{ref!r} is not an operation or a transition"))
         if rule.kind in ("eligibility", "limit") and rule.forbid and (not rule.tools or not rule.reason):
             problems.append((f"policy[{i}]({rule.name})", "a rule with a predicate needs tools and a reason"))
+        if rule.unless and not rule.forbid:
+            problems.append((f"policy[{i}]({rule.name}).unless", "an exception needs the predicate it waives"))
         if rule.reason and rule.reason not in rule.text:
             problems.append((f"policy[{i}]({rule.name}).reason", "the reason must be a phrase of the text"))
     for kind, ops in (("operations", bp.operations), ("views", bp.views)):

@@ -490,7 +490,8 @@ class _Deriver:
         for r in self.bp.policy:
             tools = [self.refs[ref].name for ref in r.tools if ref in self.refs and id(self.refs[ref]) in kept]
             rules.append(PolicyRule(name=r.name, kind=r.kind, text=r.text, tools=tools,
-                                    forbid=r.forbid if tools else None, reason=r.reason,
+                                    forbid=r.forbid if tools else None, unless=r.unless if tools else None,
+                                    reason=r.reason,
                                     enforced_by_tool=r.enforced_by_tool))
         return Policy(rules=rules)
 

@@ -4,8 +4,9 @@ The gold chain must score 1; every other policy must score 0: doing nothing, a r
 "call every write tool" hack, the read-dump (no writes, every read tool called, every output pasted
 into the answer), the spray (a grid of numbers and the tool descriptions' words), the parrot (the
 user's messages said back), the distractor swap (the gold chain acting on each look-alike of a
-target instead of the target), and the policy-ignorant gate ``naive`` (on tasks with forbidden calls: the
-gold chain followed by them, as the literal request would have it).
+target instead of the target), the policy-ignorant gate ``naive`` (on tasks with forbidden calls: the
+gold chain followed by them, as the literal request would have it), and the strict gate ``strict`` (on
+tasks with waived steps: the gold chain without them, the policy read without its exceptions).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from scaleenv.env.policies import (
 from scaleenv.formats.task import Task
 from scaleenv.tools.chain import ChainError, resolve_args
 
-ZERO_GATES = ("noop", "naive", "parrot", "spray", "random", "hack", "read_dump", "swap")
+ZERO_GATES = ("noop", "naive", "strict", "parrot", "spray", "random", "hack", "read_dump", "swap")
 RANDOM_DRAWS = 4
 """Independent draws of the random policy per task (each must score 0)."""
 READ_DUMP_DRAWS = 2
@@ -39,7 +40,7 @@ further draw of each sampling gate, so a default rollout of a reference policy s
 """The gates whose policy must score 0 (the gold chain must score 1), cheapest first: the build stops
 at the first that scores."""
 
-_POLICY = {"noop": "noop", "naive": "naive", "random": "random", "hack": "write_all", "read_dump": "read_dump", "spray": "spray",
+_POLICY = {"noop": "noop", "naive": "naive", "strict": "strict", "random": "random", "hack": "write_all", "read_dump": "read_dump", "spray": "spray",
            "parrot": "parrot"}
 
 
@@ -157,6 +158,12 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
                 scores["naive"] = score_policy(ep, task, "naive", rng).score if task.forbidden else 0.0
             except AgentError:  # the literal request cannot even be carried out (a forbidden call broke a later step)
                 scores["naive"] = 0.0
+        elif gate == "strict":
+            # the policy without its exceptions: the gold chain less its waived steps must fail
+            try:
+                scores["strict"] = score_policy(ep, task, "strict", rng).score if task.waived else 0.0
+            except AgentError:
+                scores["strict"] = 0.0
         elif gate in ("random", "read_dump"):
             # several independent draws: a single-write task whose target the sampler can hit, or a read
             # that a dump of the first ids it meets happens to answer, must not pass because one seed

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scaleenv.env.cache import make_episode
+from scaleenv.env.episode import Episode
 from scaleenv.env.policies import OracleAgent, SwapAgent
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import DomainSpec, Table, ToolSpec
@@ -77,7 +78,7 @@ from scaleenv.synth.tasks.validity import (
     wasted_requests,
 )
 from scaleenv.tools.chain import ChainError, resolve_args, run_chain
-from scaleenv.tools.policy import broken_rules
+from scaleenv.tools.policy import broken_rules, waived_rules
 from scaleenv.tools.replay import TaskWorlds
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
@@ -151,7 +152,7 @@ _SQL_TABLE = re.compile(r"\b(?:FROM|JOIN)\s+\"?(\w+)\"?", re.IGNORECASE)
 
 
 def rule_readers(spec: DomainSpec, tools: list[str]) -> tuple[str, ...]:
-    """A read tool of each table the ``forbid`` check of a policy rule over ``tools`` reads, where the
+    """A read tool of each table the check of a policy rule over ``tools`` reads (its exception too), where the
     domain has one (its get tool, else a search or a list): the agent must be able to see what the
     rule decides on."""
     if spec.policy is None:
@@ -159,8 +160,8 @@ def rule_readers(spec: DomainSpec, tools: list[str]) -> tuple[str, ...]:
     used = set(tools)
     tables: list[str] = []
     for rule in spec.policy.rules:
-        if rule.forbid and used & set(rule.tools):
-            tables += [t for t in _SQL_TABLE.findall(rule.forbid) if spec.table(t) is not None]
+        if rule.predicate and used & set(rule.tools):
+            tables += [t for t in _SQL_TABLE.findall(rule.predicate) if spec.table(t) is not None]
     out: list[str] = []
     for table in dict.fromkeys(tables):
         readers = [t for t in spec.tools if t.kind == "read" and t.meta.get("entity") == table]
@@ -222,6 +223,7 @@ class TaskBuilder:
         self.effects: list[dict[Any, Any]] = []  # the matched cells each write goal changed
         self.gold_outputs: list[Any] = []  # what the gold chain's calls return (what a correct agent sees)
         self.forbidden: list[Call] = []  # calls the literal request asks for that must not happen (Task.forbidden)
+        self.waived: list[int] = []  # gold-chain steps a rule covers but its exception allows (Task.waived)
         self.tier: str | None = None  # the difficulty tier (drawn from the config's mix when unset)
 
     # --- initial state ---------------------------------------------------------
@@ -779,7 +781,7 @@ class TaskBuilder:
             self.add_slip(task, episode)
         return task
 
-    def add_slip(self, task: Task, episode: Any) -> None:
+    def add_slip(self, task: Task, episode: Episode) -> None:
         """Let the tier's share of users give a look-alike's id at first (:mod:`~scaleenv.synth.tasks.slips`),
         where acting on the id as given scores 0 and the gold chain, told the right id by the scripted
         user, scores 1."""
@@ -943,7 +945,9 @@ class TaskBuilder:
         return world, gold_keys, initial_hash, expected_hash
 
     def check_policy(self, initial: bytes) -> None:
-        """No write of the gold chain breaks a rule of the domain's policy (the tools would let it)."""
+        """No write of the gold chain breaks a rule of the domain's policy (the tools would let it); the
+        writes that a rule covers but its exception allows are noted (``waived``)."""
+        self.waived = []
         if self.spec.policy is None or not any(self.spec.policy.checks(c.tool) for c in self.chain):
             return
         world = World.from_snapshot(self.spec, initial)
@@ -955,6 +959,8 @@ class TaskBuilder:
                 args = resolve_args(call, outputs, i)
                 if tool.kind == "write" and broken_rules(world, self.spec, tool, args):
                     raise TaskRejected(Reason.BREAKS_POLICY, call.tool)
+                if tool.kind == "write" and waived_rules(world, self.spec, tool, args):
+                    self.waived.append(i)
                 outputs.append(run_tool(world, tool, args))
         except (ToolError, ChainError) as e:
             raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
@@ -1052,6 +1058,7 @@ class TaskBuilder:
             attempt=self.attempt,
             family=self.family,
             forbidden=self.forbidden,
+            waived=self.waived,
         )
 
     def refused_records(self) -> list[str]:
@@ -1134,7 +1141,8 @@ class TaskBuilder:
 
     def _changes(self, world: World, patched: dict[str, set[Any]]) -> dict[str, list[str]]:
         """What the chain did to ``world`` (whose initial state was the base plus ``patched`` rows), per
-        table, up to exempt columns and the ids of rows it created."""
+        table, up to exempt columns, derived ones (a flight's seats sold counts the look-alike bookings
+        too: it follows from the other changes) and the ids of rows it created."""
         base = World.from_snapshot(self.spec, self.ctx.base)
         touched = world.touched()
         new_ids = {k for t, ks in touched.items() for k in ks
@@ -1144,6 +1152,7 @@ class TaskBuilder:
             table = self.spec.table(t)
             assert table is not None
             exempt = {c.name for c in table.columns if c.match == "exempt"} | {table.primary_key}
+            exempt |= {i.column for i in self.spec.invariants if i.kind == "derived" and i.table == t and i.column}
             rows = []
             for k in ks:
                 row = world.row(t, k)

@@ -64,6 +64,7 @@ class Reason(StrEnum):
     GATE_READ_DUMP_NOT_0 = "gate_read_dump_not_0"
     GATE_SWAP_NOT_0 = "gate_swap_not_0"
     GATE_NAIVE_NOT_0 = "gate_naive_not_0"
+    GATE_STRICT_NOT_0 = "gate_strict_not_0"
     # build-level and LLM back end
     DUPLICATE = "duplicate"
     LLM_OUTPUT = "llm_output"
@@ -75,6 +76,8 @@ class Reason(StrEnum):
 
     # the policy families (refusal, partial, conditional)
     BREAKS_POLICY = "breaks_policy"
+    NO_WAIVED_CALL = "no_waived_call"
+    """No call that a rule covers and its exception allows (the ``waived`` family)."""
     INSTRUCTION_SHAPE = "instruction_shape"
     NO_ALLOWED_GOAL = "no_allowed_goal"
     NO_ALTERNATIVE_BRANCH = "no_alternative_branch"

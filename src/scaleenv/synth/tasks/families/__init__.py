@@ -21,6 +21,7 @@ from scaleenv.synth.tasks.families.partial import PartialBuilder
 from scaleenv.synth.tasks.families.programmatic import ProgrammaticBuilder
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder
 from scaleenv.synth.tasks.families.screened import ScreenedBuilder
+from scaleenv.synth.tasks.families.waived import WaivedBuilder
 from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
 from scaleenv.synth.tasks.tiers import draw_tier
 
@@ -35,6 +36,7 @@ FAMILIES: dict[str, type[TaskBuilder]] = {
     ProgrammaticBuilder.family: ProgrammaticBuilder,
     LongBuilder.family: LongBuilder,
     ScreenedBuilder.family: ScreenedBuilder,
+    WaivedBuilder.family: WaivedBuilder,
 }
 """Family name -> its builder."""
 
@@ -42,6 +44,7 @@ DEFAULT_MIX: dict[str, float] = {
     DEFAULT_FAMILY: 0.1,
     RefusalBuilder.family: 0.08, PartialBuilder.family: 0.08, ConditionalBuilder.family: 0.1,  # policy decisions
     ScreenedBuilder.family: 0.08,  # a policy decision on each record of a computed set
+    WaivedBuilder.family: 0.06,  # a rule's exception: the change the rule seems to forbid is allowed
     ComputedBuilder.family: 0.1, DescriptionBuilder.family: 0.07, BulkBuilder.family: 0.08,  # computed choices
     ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.25,  # long chains: the least often accepted
 }

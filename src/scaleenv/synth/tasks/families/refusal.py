@@ -110,9 +110,9 @@ class RefusalBuilder(TaskBuilder):
         """Look up the records the rule reads beyond the target (the flight of a reservation), so the
         task's tools can show why the request is refused; a rule whose data no tool shows is rejected."""
         focus = self.ctx.focus(tool)
-        assert focus is not None and rule.forbid is not None
+        assert focus is not None and rule.predicate is not None
         try:
-            read = analyze_sql(self.world.conn, rule.forbid).tables_read
+            read = analyze_sql(self.world.conn, rule.predicate).tables_read
         except sqlite3.Error:
             raise TaskRejected(Reason.RULE_UNVERIFIABLE, rule.name) from None
         table = self.spec.table(focus[1])

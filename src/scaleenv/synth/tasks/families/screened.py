@@ -43,6 +43,10 @@ COUNTS = {"easy": (3, 3), "medium": (3, 3), "hard": (3, 4), "expert": (4, 5)}
 SCREENED = {"easy": 1, "medium": 1, "hard": 1, "expert": 2}
 """How many of the covered records the policy forbids the change on, per tier (at least two are allowed)."""
 
+WAIVED_TIERS = ("hard", "expert")
+"""The tiers at which, for a rule with an exception, one allowed record is one the rule covers but its
+exception lets through (a late cancellation of an insured booking): checking the rule alone is not enough."""
+
 REDRAWS = 8
 """Draws of the first record until the rule allows the change on it."""
 
@@ -69,11 +73,11 @@ def row_rules(ctx: DomainContext, tool: ToolSpec) -> list[tuple[PolicyRule, set[
     world = World.from_snapshot(ctx.spec, ctx.base)  # the rules are prepared against the real schema
     try:
         for rule in policy.checks(tool.name):
-            assert rule.forbid is not None
-            if not sql_params(rule.forbid) <= _CLOCK_PARAMS | {focus[0]}:
+            assert rule.predicate is not None
+            if not sql_params(rule.predicate) <= _CLOCK_PARAMS | {focus[0]}:
                 continue
             try:
-                reads = analyze_sql(world.conn, rule.forbid).reads
+                reads = analyze_sql(world.conn, rule.predicate).reads
             except sqlite3.Error:
                 continue
             own = {c for t, c in reads if t == focus[1] and c != table.primary_key}
@@ -110,13 +114,13 @@ def screened_program(sql: str, rule: PolicyRule, focus_param: str, pk: str) -> s
     """The bulk program ``sql`` (``SELECT "pk" FROM "t" WHERE ...``) restricted to the records the rule
     allows: its predicate, correlated on the outer record, negated (a predicate that gives no row or
     NULL allows)."""
-    assert rule.forbid is not None
+    assert rule.predicate is not None
     m = re.match(r'SELECT "(\w+)" FROM "(\w+)" WHERE (.*) ORDER BY "\w+"$', sql)
     if m is None:
         raise TaskRejected(Reason.NO_SELECTION, "the bulk program has no form to screen")
     table, where = m.group(2), m.group(3)
     where = re.sub(r'(?<![\w.])"(\w+)"', r'screened."\1"', where)
-    forbid = re.sub(rf"(?<![:\w]):(?:id|{re.escape(focus_param)})\b", f'screened."{pk}"', rule.forbid)
+    forbid = re.sub(rf"(?<![:\w]):(?:id|{re.escape(focus_param)})\b", f'screened."{pk}"', rule.predicate)
     return (f'SELECT screened."{pk}" FROM "{table}" AS screened WHERE {where} '
             f'AND NOT COALESCE(({forbid}), 0) ORDER BY screened."{pk}"')
 
@@ -175,12 +179,13 @@ class ScreenedBuilder(BulkBuilder):
         assert focus is not None
         rule, cols = self.rule, self.rule_columns
         assert rule is not None
-        if self.filter[0].name in cols:
-            raise TaskRejected(Reason.NO_POLICY_VIOLATION, f"{rule.name} reads the condition {self.filter[0].name}")
+        # a rule that reads the condition's column (the exception "unless it is a chat consultation", asked
+        # about "every video consultation"): a donor must hold the condition's value, or the record leaves the set
+        match = {self.filter[0].name: self.filter[1]} if self.filter[0].name in cols else {}
         n = min(SCREENED.get(self.tier or "hard", 1), len(same) - 1) if len(same) > 1 else 1
         used: set[Any] = set()
         for screened in same[len(same) - n:]:  # the last ones, each from its own donor record
-            donor = self.record_where(table, rule, focus[0], True, used)
+            donor = self.record_where(table, rule, focus[0], True, used, match=match)
             if donor is None:
                 raise TaskRejected(Reason.NO_POLICY_VIOLATION, rule.name)
             used.add(donor[table.primary_key])
@@ -189,13 +194,23 @@ class ScreenedBuilder(BulkBuilder):
         for row in same[: len(same) - n]:  # a date moved apart from the first record's may cross the rule's line
             if not self.would_break(table, rule, focus[0], row):
                 continue
-            allowed = self.record_where(table, rule, focus[0], False, used)
+            allowed = self.record_where(table, rule, focus[0], False, used, match=match)
             if allowed is None:
                 raise TaskRejected(Reason.BREAKS_POLICY, f"{rule.name} on {row['id']}")
             used.add(allowed[table.primary_key])
             row.update(moved_values(table, allowed, cols, {self.filter[0].name}))
             if self.would_break(table, rule, focus[0], row):
                 raise TaskRejected(Reason.BREAKS_POLICY, f"{rule.name} on {row['id']}")
+        kept = len(same) - n
+        if rule.unless and self.tier in WAIVED_TIERS and kept >= 2:
+            # one allowed record (not the first) that the rule covers but its exception lets through
+            row = same[kept - 1]
+            donor = self.record_where(table, rule, focus[0], False, used, covered=True, match=match)
+            if donor is not None:
+                used.add(donor[table.primary_key])
+                row.update(moved_values(table, donor, cols, {self.filter[0].name}))
+                if self.would_break(table, rule, focus[0], row):
+                    raise TaskRejected(Reason.BREAKS_POLICY, f"{rule.name} on {row['id']}")
         return looks, same
 
     def would_break(self, table: Table, rule: PolicyRule, focus_param: str, row: dict[str, Any]) -> bool:
@@ -208,15 +223,22 @@ class ScreenedBuilder(BulkBuilder):
             conn.execute("ROLLBACK TO screen")
             conn.execute("RELEASE screen")
 
-    def record_where(self, table: Table, rule: PolicyRule, focus_param: str, broken: bool, avoid: set[Any]
-                     ) -> dict[str, Any] | None:
-        """A record of ``table`` in the world on which ``rule`` holds (``broken``) or does not, not in ``avoid``."""
+    def record_where(self, table: Table, rule: PolicyRule, focus_param: str, broken: bool, avoid: set[Any],
+                     covered: bool = False, match: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """A record of ``table`` in the world on which ``rule`` holds (``broken``) or does not, not in ``avoid``
+        and holding the values of ``match``; with ``covered``, one that the rule's predicate covers all the
+        same (its exception lets it through)."""
         pk = table.primary_key
         ids = [r[0] for r in self.world.conn.execute(f'SELECT "{pk}" FROM "{table.name}" ORDER BY "{pk}" LIMIT {DONORS}')]
         self.rng.shuffle(ids)
         for i in ids:
-            if i not in avoid and self.breaks(rule, focus_param, i) == broken and self.callable_on(focus_param, i):
-                return self.world.row(table.name, i)
+            if i in avoid or self.breaks(rule, focus_param, i) != broken or not self.callable_on(focus_param, i):
+                continue
+            if covered and not self.holds(rule.forbid, focus_param, i):
+                continue
+            row = self.world.row(table.name, i)
+            if row is not None and all(row.get(c) == v for c, v in (match or {}).items()):
+                return row
         return None
 
     def callable_on(self, focus_param: str, key: Any) -> bool:
@@ -231,12 +253,16 @@ class ScreenedBuilder(BulkBuilder):
             return False
 
     def breaks(self, rule: PolicyRule, focus_param: str, key: Any) -> bool:
-        """Whether ``rule``'s predicate holds for the record ``key`` of the world as it is (an error counts)."""
-        assert rule.forbid is not None
+        """Whether ``rule`` forbids the change on the record ``key`` of the world as it is (an error counts)."""
+        return self.holds(rule.predicate, focus_param, key)
+
+    def holds(self, sql: str | None, focus_param: str, key: Any) -> bool:
+        """Whether the predicate ``sql`` holds for the record ``key`` of the world as it is (an error counts)."""
+        assert sql is not None
         clock = self.world.clock
         try:
-            hit = self.world.conn.execute(rule.forbid, {"id": key, focus_param: key, "today": clock[:10],
-                                                        "now": clock}).fetchone()
+            hit = self.world.conn.execute(sql, {"id": key, focus_param: key, "today": clock[:10],
+                                                "now": clock}).fetchone()
         except sqlite3.Error:
             return True
         return hit is not None and bool(hit[0])

@@ -1,0 +1,93 @@
+"""The ``waived`` family: the user asks for a change that a rule of the domain's policy covers, but the
+rule's exception allows ("a reservation cannot be cancelled less than 30 days before departure, unless
+it has travel insurance": this one departs in a week and is insured). The right outcome: the change made.
+
+An agent that reads the rule without its exception refuses, and the strict gate checks that this scores
+0 (the gold chain without its waived step). The task's tools show the data the rule and its exception
+read, so the agent must look before it decides; at the hard and expert tiers the request comes with one
+or two further allowed changes on the same records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scaleenv.formats.domain import PolicyRule, ToolSpec
+from scaleenv.synth.tasks.context import DomainContext
+from scaleenv.synth.tasks.families.refusal import DRAWS, RefusalBuilder, policy_rules
+from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
+from scaleenv.synth.tasks.reasons import Reason
+from scaleenv.tools.chain import ChainError, run_chain
+from scaleenv.tools.policy import waived_rules
+from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.world import World
+
+FURTHER = {"medium": 0, "hard": 1, "expert": 2}
+"""Further allowed changes asked for beside the waived one, per tier."""
+
+
+def exception_rules(ctx: DomainContext) -> list[tuple[PolicyRule, ToolSpec]]:
+    """(rule, tool) for every rule of the domain's policy with an exception, over one of its goal tools."""
+    return [(r, t) for r, t in policy_rules(ctx) if r.unless]
+
+
+class WaivedBuilder(RefusalBuilder):
+    """One request that a rule covers and its exception allows (and, at higher tiers, further allowed ones)."""
+
+    family = "waived"
+    tiers = ("medium", "hard", "expert")
+    level_weights = {"medium": 0.4, "hard": 0.45, "expert": 0.15}
+
+    @classmethod
+    def applies(cls, ctx: DomainContext) -> bool:
+        return bool(exception_rules(ctx))
+
+    def pick_level(self) -> str:
+        return self.tier if self.tier in FURTHER else super().pick_level()
+
+    def find_waiver(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
+        """A rule with an exception and a call of its tool (preconditions met) that the rule covers and the
+        exception allows, in the base world."""
+        options = exception_rules(self.ctx)
+        self.rng.shuffle(options)
+        sampler = ArgSampler(self.world, self.rng)
+        for rule, tool in options:
+            for _ in range(DRAWS):
+                args = sampler.satisfying_args(tool, attempts=2)
+                if args is not None and rule in waived_rules(self.world, self.spec, tool, args):
+                    return rule, tool, args
+        raise TaskRejected(Reason.NO_WAIVED_CALL)
+
+    def sample_chain(self) -> tuple[bytes, str, int, int]:
+        level = self.tier = self.pick_level()
+        _, (d_lo, d_hi), withheld, _ = LEVELS[level]
+        density = self.rng.randint(d_lo, d_hi)
+        rule, tool, args = self.find_waiver()
+        args = self.place_goal(tool, args, density)
+        self.add_evidence(rule, tool, args)
+        initial = self.world.snapshot()
+        scratch = World.from_snapshot(self.spec, initial)
+        try:
+            run_chain(scratch, self.spec, self.chain)
+        except ChainError as e:
+            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
+        if rule not in waived_rules(scratch, self.spec, tool, args):
+            raise TaskRejected(Reason.NO_WAIVED_CALL, f"{rule.name} on the task's records")
+        self.add_write_goal(scratch, tool, args)
+        for _ in range(FURTHER[level]):
+            if len(self.chain) >= self.config.max_length or not self.add_more_goal(scratch):
+                break
+        while len(self.chain) < self.config.min_length:
+            if not self.add_more_goal(scratch, read=True, confirm=True):
+                raise TaskRejected(Reason.CHAIN_TOO_SHORT)
+        if len(self.chain) > self.config.max_length:
+            raise TaskRejected(Reason.CHAIN_TOO_LONG)
+        return initial, level, density, withheld
+
+    def check_policy(self, initial: bytes) -> None:
+        super().check_policy(initial)
+        if not self.waived:
+            raise TaskRejected(Reason.NO_WAIVED_CALL, "no step of the gold chain is waived")
+
+
+__all__ = ["WaivedBuilder", "exception_rules"]
