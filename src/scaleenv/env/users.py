@@ -17,9 +17,9 @@ from typing import Any
 from scaleenv.env.agents import EndpointOptions
 from scaleenv.errors import ProviderError
 from scaleenv.formats.domain import DomainSpec
-from scaleenv.formats.task import Task
+from scaleenv.formats.task import Task, UserProfile
 from scaleenv.formats.trajectory import STOP
-from scaleenv.utils.record_ids import names, said_with
+from scaleenv.utils.record_ids import RECORD_ID, names, said_with
 
 
 class UserError(ProviderError):
@@ -115,7 +115,6 @@ _CLARIFY = re.compile(
 
 _WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
                   r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
-_RECORD = re.compile(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b")
 _OPEN = re.compile(r"\b(what|which|when|where|how (much|many|long))\b[^.?!]*\b(would|do|should|will|shall) you "
                    r"(like|want|prefer|need|choose)\b", re.IGNORECASE)
 """An open question ("what priority would you like for it, or should I leave the default?"): no
@@ -343,12 +342,12 @@ class ScriptedUser(User):
                        or (isinstance(v, int | float) and not isinstance(v, bool) and float(v) in figures))]
         goals = list(self.ctx.task.user_profile.goals)
         asked = " ".join(goals)  # what the user asked for (two goals may share a fact name)
-        about = {r.upper() for r in _RECORD.findall(sentence)}  # the records the confirmation is about
+        about = {r.upper() for r in RECORD_ID.findall(sentence)}  # the records the confirmation is about
         for f in self.vocab.asked(sentence, sentence):
             v = self.known.get(f)
             if v is None or isinstance(v, bool) or f in stated:
                 continue
-            owners = [{r.upper() for r in _RECORD.findall(g)} for g in goals if _value_pattern(v).search(g)]
+            owners = [{r.upper() for r in RECORD_ID.findall(g)} for g in goals if _value_pattern(v).search(g)]
             if about and owners and all(owners) and not any(about & ids for ids in owners):
                 continue  # the fact belongs to another goal's record, not to the one being confirmed
             col = self.vocab.split(f)[1]
@@ -446,14 +445,22 @@ GRADUAL_PROMPT = ("\nSay your requests one at a time, in the order listed: begin
                   "next only once the agent has dealt with the one before (done it, answered it, or told you it "
                   "cannot). Do not mention that more requests are coming.")
 """Added to the LLM user's prompt when its profile says its requests one at a time."""
-SLIP_PROMPT = ("\nYou make one slip: when you first make this request, \"{goal}\", you give {said} where you mean {meant}. "
+SLIP_PROMPT = ("You make one slip: when you first make this request, \"{goal}\", you give {said} where you mean {meant}. "
                "The first time the agent names {said} back to you (to confirm, or to tell you it cannot), say that "
                "was your mistake and give {meant}, and nothing else in that message. Do not mention it before.")
-"""Added to the LLM user's prompt when its profile gives a wrong id at first (its goals list the right one)."""
+"""Told to an LLM user (its prompt, the tau2 export) whose profile gives a wrong id at first (its goals list the right one)."""
 SLIP_OPENERS = ("Sorry, my mistake: I gave you the wrong one.", "Oh, wait, that is not the right number.",
                 "Hold on, I mixed them up.")
 """How the scripted user begins putting its slip right (one per task, by its id)."""
 GREETING = "Hi! How can I help you today?"
+
+
+def slip_instruction(profile: UserProfile) -> str:
+    """What an LLM user is told of its slip (:data:`SLIP_PROMPT` filled in); empty when it has none."""
+    slip = profile.slip
+    if slip is None or slip.goal >= len(profile.goals):
+        return ""
+    return SLIP_PROMPT.replace("{said}", slip.said).replace("{meant}", slip.meant).replace("{goal}", profile.goals[slip.goal])
 
 
 def user_prompt(task: Task, template: str | None = None) -> str:
@@ -469,10 +476,9 @@ def user_prompt(task: Task, template: str | None = None) -> str:
         text = text.replace(key, val)
     if profile.gradual:
         text += GRADUAL_PROMPT
-    if profile.slip is not None and profile.slip.goal < len(profile.goals):
-        slip = profile.slip
-        text += (SLIP_PROMPT.replace("{said}", slip.said).replace("{meant}", slip.meant)
-                 .replace("{goal}", profile.goals[slip.goal]))
+    slip = slip_instruction(profile)
+    if slip:
+        text += "\n" + slip
     if profile.pushback and "{pushback}" not in (template or ""):
         text += PUSHBACK_PROMPT.replace("{pushback}", profile.pushback)
     return text.replace("{pushback}", profile.pushback)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from scaleenv.env.users import slip_instruction
 from scaleenv.formats.task import Task
 from scaleenv.integrations.session import (
     IntegrationError,
@@ -85,11 +86,7 @@ def tau2_task(source: TaskSource, task: Task) -> dict[str, Any]:
                                                   if profile.pushback else "")
                                      + ("Say your requests one at a time, in the order given: the next only once the "
                                         "agent has dealt with the one before. " if profile.gradual else "")
-                                     + (f"When you first ask for this: \"{profile.goals[profile.slip.goal]}\", "
-                                        f"give {profile.slip.said} where you mean {profile.slip.meant}; the first time "
-                                        f"the agent names {profile.slip.said} back to you, say that was your mistake "
-                                        f"and give {profile.slip.meant}. " if profile.slip is not None
-                                        and profile.slip.goal < len(profile.goals) else "")
+                                     + (f"{slip} " if (slip := slip_instruction(profile)) else "")
                                      + "When your request is done, end the conversation.",
             },
         },
