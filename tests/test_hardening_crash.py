@@ -172,9 +172,13 @@ def test_kill_minus_9_of_a_process_rollout_leaves_no_orphans(tmp_path: Path) -> 
     proc = subprocess.Popen([sys.executable, "-m", "scaleenv.cli", "rollout", str(out), "--agent", "openai:m",
                              "--base-url", f"http://127.0.0.1:{port}/v1", "--executor", "process", "--workers", "2",
                              "--out", str(tmp_path / "r.json"), "--quiet", "--max-retries", "0"],
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
-        assert _wait(lambda: len(_session_pids(proc.pid)) >= 3, 60), "the workers did not start"
+        # wait for the workers (slow to import on a loaded machine), not for a fixed time: a rollout that
+        # exits instead fails at once and says why
+        started = _wait(lambda: len(_session_pids(proc.pid)) >= 3 or proc.poll() is not None, 300)
+        assert proc.poll() is None, f"the rollout exited ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}"
+        assert started, "the workers did not start"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         assert _wait(lambda: not _session_pids(proc.pid)), f"orphans left: {_session_pids(proc.pid)}"
@@ -182,3 +186,4 @@ def test_kill_minus_9_of_a_process_rollout_leaves_no_orphans(tmp_path: Path) -> 
         for pid in _session_pids(proc.pid):  # only this test's own processes
             os.kill(pid, signal.SIGKILL)
         server.close()
+        proc.stderr.close()
