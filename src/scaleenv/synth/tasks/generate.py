@@ -575,12 +575,7 @@ class TaskBuilder:
             raise TaskRejected(Reason.NO_SATISFYING_ARGS, primary.name)
         args = self.place_goal(primary, args, density)
         # 2. the seed chain: lookups, then the goal calls
-        initial = self.world.snapshot()
-        scratch = World.from_snapshot(self.spec, initial)
-        try:
-            run_chain(scratch, self.spec, self.chain)
-        except ChainError as e:
-            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
+        initial, scratch = self.run_seed_chain()
         if want_read_only:
             self.add_read_goal(scratch, primary, args)
         else:
@@ -591,12 +586,26 @@ class TaskBuilder:
                 self.add_more_goal(scratch)
             if rng.random() < read_p and len(self.chain) < self.config.max_length:
                 self.add_more_goal(scratch, read=True)
+        self.fit_length(scratch)
+        return initial, level, density, withheld
+
+    def run_seed_chain(self) -> tuple[bytes, World]:
+        """The task's initial state as it stands, and a scratch world with the chain so far run on it."""
+        initial = self.world.snapshot()
+        scratch = World.from_snapshot(self.spec, initial)
+        try:
+            run_chain(scratch, self.spec, self.chain)
+        except ChainError as e:
+            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
+        return initial, scratch
+
+    def fit_length(self, scratch: World) -> None:
+        """Pad a short chain with questions about its records; reject one over the configured length."""
         while len(self.chain) < self.config.min_length:
             if not self.add_more_goal(scratch, read=True, confirm=True):
                 raise TaskRejected(Reason.CHAIN_TOO_SHORT)
         if len(self.chain) > self.config.max_length:
             raise TaskRejected(Reason.CHAIN_TOO_LONG)
-        return initial, level, density, withheld
 
     def clone_goal_rows(self, tool: ToolSpec, args: dict[str, Any], density: int
                         ) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:

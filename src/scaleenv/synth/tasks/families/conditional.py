@@ -20,7 +20,6 @@ from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, Task
 from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, exempt_columns
-from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
@@ -153,12 +152,7 @@ class ConditionalBuilder(TaskBuilder):
         condition, holds = self.pick_condition(focus[1], row)
         self.resolve_entities(clones)
         self.add_lookalikes()
-        initial = self.world.snapshot()
-        scratch = World.from_snapshot(self.spec, initial)
-        try:
-            run_chain(scratch, self.spec, self.chain)
-        except ChainError as e:
-            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
+        initial, scratch = self.run_seed_chain()
         snap = scratch.snapshot()
         try:
             effect = call_effect(self.spec, scratch, snap, primary, args)

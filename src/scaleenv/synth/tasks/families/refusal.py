@@ -17,7 +17,6 @@ from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.instruction import EntityRef, Goal
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.runtime import bind_params, first_failing_precondition
 from scaleenv.tools.sampling import ArgSampler
@@ -149,22 +148,13 @@ class RefusalBuilder(TaskBuilder):
         rule, tool, args = self.find_violation()
         args = self.place_goal(tool, args, density)
         self.add_evidence(rule, tool, args)
-        initial = self.world.snapshot()
-        scratch = World.from_snapshot(self.spec, initial)
-        try:
-            run_chain(scratch, self.spec, self.chain)
-        except ChainError as e:
-            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
+        initial, scratch = self.run_seed_chain()
         self.still_broken(rule, tool, args, scratch)
         self.refused_args = args
         self.allowed_goals(scratch, level, tool)
         self.still_broken(rule, tool, args, scratch)  # whatever order the allowed changes are made in
         self.refuse(tool, args, rule)
-        while len(self.chain) < self.config.min_length:
-            if not self.add_more_goal(scratch, read=True, confirm=True):
-                raise TaskRejected(Reason.CHAIN_TOO_SHORT)
-        if len(self.chain) > self.config.max_length:
-            raise TaskRejected(Reason.CHAIN_TOO_LONG)
+        self.fit_length(scratch)
         return initial, level, density, withheld
 
     def make_task(self, initial_hash: str, expected_hash: str, gold_keys: dict[str, list[Any]], tools: list[str],

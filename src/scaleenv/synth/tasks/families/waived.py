@@ -17,10 +17,8 @@ from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.refusal import DRAWS, RefusalBuilder, policy_rules
 from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.tools.chain import ChainError, run_chain
 from scaleenv.tools.policy import waived_rules
 from scaleenv.tools.sampling import ArgSampler
-from scaleenv.world.world import World
 
 FURTHER = {"medium": 0, "hard": 1, "expert": 2}
 """Further allowed changes asked for beside the waived one, per tier."""
@@ -65,23 +63,14 @@ class WaivedBuilder(RefusalBuilder):
         rule, tool, args = self.find_waiver()
         args = self.place_goal(tool, args, density)
         self.add_evidence(rule, tool, args)
-        initial = self.world.snapshot()
-        scratch = World.from_snapshot(self.spec, initial)
-        try:
-            run_chain(scratch, self.spec, self.chain)
-        except ChainError as e:
-            raise TaskRejected(Reason.RESOLUTION_FAILED, str(e)) from None
+        initial, scratch = self.run_seed_chain()
         if rule not in waived_rules(scratch, self.spec, tool, args):
             raise TaskRejected(Reason.NO_WAIVED_CALL, f"{rule.name} on the task's records")
         self.add_write_goal(scratch, tool, args)
         for _ in range(FURTHER[level]):
             if len(self.chain) >= self.config.max_length or not self.add_more_goal(scratch):
                 break
-        while len(self.chain) < self.config.min_length:
-            if not self.add_more_goal(scratch, read=True, confirm=True):
-                raise TaskRejected(Reason.CHAIN_TOO_SHORT)
-        if len(self.chain) > self.config.max_length:
-            raise TaskRejected(Reason.CHAIN_TOO_LONG)
+        self.fit_length(scratch)
         return initial, level, density, withheld
 
     def check_policy(self, initial: bytes) -> None:
