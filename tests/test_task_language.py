@@ -135,3 +135,18 @@ def test_plain_requests_have_no_seams() -> None:
                  "If my balance is at least 50, pay the invoice in full; otherwise pay 20.",
                  "Give my dog Rex his rabies shot on 2026-06-20.", "Move them to the new room, please."]:
         assert not language_defects(text), text
+
+
+def test_a_goal_said_from_a_tool_description_says_only_what_the_tool_does():
+    """Play round 21: "Transfer every cat pet of mine to another owner. Its upcoming scheduled appointments
+    are cancelled" repeated the tool's rule to the agent; the user now says the first sentence alone."""
+    import random
+
+    from scaleenv.synth.tasks.families.phrasing import plain_sentence
+    from scaleenv.synth.tasks.instruction import Goal
+    from synth_helpers import context
+
+    tool = next(t for t in context("pet_care").spec.tools if t.description.startswith("Transfer an active pet"))
+    assert "appointments are cancelled" in tool.description
+    text = plain_sentence(Goal(tool, {"new_owner_id": "OWN-0013"}, {}), "every cat of mine", random.Random(0))
+    assert "appointments" not in text and "OWN-0013" in text and text.startswith("Transfer")

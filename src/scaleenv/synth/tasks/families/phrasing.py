@@ -137,7 +137,9 @@ def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
         many = bool(re.match(r"(every|each|all)\b", subject))
         tail = f" so that {'they are' if many else 'it is'} {to}" if to and to not in verb else ""
         return polish(f"Please {verb} {subject}{tail}" + (f" ({details})." if details else "."))
-    desc = tool.description.rstrip(".")
+    # the description's first sentence only: what the tool does, not its rules ("Its upcoming scheduled
+    # appointments are cancelled" is the tool's text, not something a customer says)
+    desc = re.split(r"(?<=[.!?])\s+", tool.description.strip(), maxsplit=1)[0].rstrip(".")
     noun = human(str(tool.meta.get("entity_singular") or ""))
     nouns = [n for n in {noun, *(human(r.singular) for r in goal.refs.values())} if n]
     for n in sorted(nouns, key=len, reverse=True):  # "Void an unpaid invoice": "Void every unpaid invoice of mine"
