@@ -16,6 +16,7 @@ from scaleenv.formats.domain import PolicyRule
 from scaleenv.formats.task import Task
 from scaleenv.synth.llm.policy import policy_problems
 from scaleenv.synth.tasks.families import FAMILIES, generate_task
+from scaleenv.synth.tasks.families.refusal import PUSHBACKS
 from scaleenv.synth.tasks.families.waived import exception_rules
 from scaleenv.synth.tasks.gates import play_policy, run_gates, score_policy
 from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
@@ -25,7 +26,7 @@ from scaleenv.tools.runtime import run_tool
 from scaleenv.validation.spec import spec_problems
 from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
-from synth_helpers import context
+from synth_helpers import context, scripted_reply
 
 DOMAINS = ("airline", "job_seeking", "healthcare_telemedicine")
 
@@ -180,3 +181,19 @@ def test_hard_screened_tasks_mix_a_waived_record_with_a_forbidden_one():
         assert score_policy(ep, task, "strict").score == 0.0
         assert score_policy(ep, task, "naive").score == 0.0
         assert play_policy(ep, task, OracleAgent(), random.Random(0)).score == 1.0
+
+
+def test_a_go_ahead_question_that_quotes_the_rule_gets_no_pushback():
+    """Play round 21: "... cannot be terminated less than 3 years after activation, but it is suspended, so
+    the exception applies. Shall I terminate it?" got "Could you not do it anyway, as a favour?"."""
+    task = waived_tasks("job_seeking")[0]
+    task = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"pushback": PUSHBACKS[0]})})
+    spec = context("job_seeking").spec
+    ask = ("An interview cannot be cancelled less than 3 days before it is scheduled, but this one is a phone "
+           "screen, so the exception applies. Shall I cancel INT-0063?")
+    assert scripted_reply(task, spec, ask) != PUSHBACKS[0]
+    ask = "INT-0063 is less than 3 days away, but it cannot be held against you: it is a phone screen. Shall I cancel INT-0063?"
+    assert scripted_reply(task, spec, ask) != PUSHBACKS[0]
+    assert scripted_reply(task, spec, "I cannot cancel INT-0061. Shall I cancel INT-0063?") == PUSHBACKS[0]
+    assert scripted_reply(task, spec, "I cannot cancel that interview: it is less than 3 days away.") == PUSHBACKS[0]
+    assert scripted_reply(task, spec, "I can't cancel it. Shall I reschedule it instead?") == PUSHBACKS[0]

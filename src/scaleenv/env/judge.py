@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 from scaleenv.env.vocabulary import has_phrase, norm
 from scaleenv.formats.task import Objective, Task
+from scaleenv.utils.record_ids import RECORD_ID
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)])\s+|\n+")  # 'description "Old color." Offer ...' too
 _QUESTION_WORDS = re.compile(
@@ -121,6 +122,19 @@ def asks_which(sentence: str) -> bool:
 def asks_identity(sentence: str) -> bool:
     """A question about who the user is ("What is your id?", "Can I have your details?")."""
     return bool(_IDENTITY.search(sentence))
+
+
+def asks_to_act(text: str) -> bool:
+    """Whether ``text`` asks the user's go-ahead for a change on the records its "cannot" sentences name
+    ("LIN-0064 was activated less than 3 years ago, so normally it cannot be terminated, but it is
+    suspended. Shall I terminate LIN-0064?"): it quotes a rule it does not break. A go-ahead for other
+    records ("I cannot cancel PTS-0053. Shall I go ahead with the others?") or for something else instead
+    is no such question."""
+    asked = {r.upper() for s in questions(text) if is_action_confirmation(s) and not offers_alternative(s)
+             for r in RECORD_ID.findall(s)}
+    refused = {r.upper() for s in sentences(text) if not is_question(s) and _FAIL.search(s)
+               for r in RECORD_ID.findall(s)}
+    return bool(asked) and refused <= asked
 
 
 def says_cannot(text: str) -> bool:

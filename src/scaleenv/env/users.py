@@ -379,7 +379,7 @@ class ScriptedUser(User):
         self.turns += 1
         if self.turns > self.budget:
             return self._stop("I have to go now.")
-        from scaleenv.env.judge import says_cannot
+        from scaleenv.env.judge import asks_to_act, says_cannot
 
         moved = self.progress.update(agent_text)
         correction = self._put_right(agent_text)
@@ -391,7 +391,8 @@ class ScriptedUser(User):
             rest = [p for p in parts if not p.startswith(("Yes, please go ahead.", "No, that is not right",
                                                            NO_ALTERNATIVE, "I don't know"))]
             return " ".join([correction, *rest])
-        if not self.pushed and says_cannot(agent_text):
+        if not self.pushed and says_cannot(agent_text) and not asks_to_act(agent_text):
+            # a refusal, not a go-ahead question that quotes the rule it does not break (play round 21)
             self.pushed = True
             self.idle = 0
             # the plea alone: a person who presses does not also say yes to the rest in the same breath
