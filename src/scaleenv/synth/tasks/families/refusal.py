@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
-from scaleenv.formats.domain import PolicyRule, ToolSpec
+from scaleenv.formats.domain import DomainSpec, PolicyRule, ToolSpec
 from scaleenv.formats.sqlinfo import analyze_sql
 from scaleenv.formats.task import REFUSAL_FACT, Call, Task
 from scaleenv.synth.tasks.context import DomainContext
@@ -21,6 +22,9 @@ from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.runtime import bind_params, first_failing_precondition
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
+
+RuleJudge = Callable[[World, DomainSpec, ToolSpec, dict[str, Any]], list[PolicyRule]]
+"""Which rules a call falls under (``broken_rules``, ``waived_rules``)."""
 
 DRAWS = 16
 """Argument draws per rule while looking for a call that breaks it."""
@@ -73,15 +77,21 @@ class RefusalBuilder(TaskBuilder):
     # --- the refused request ---------------------------------------------------------
     def find_violation(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
         """A rule and a call of its tool (preconditions met) that breaks it, in the base world."""
-        options = policy_rules(self.ctx)
+        return self.find_call(policy_rules(self.ctx), broken_rules, Reason.NO_POLICY_VIOLATION)
+
+    def find_call(self, options: list[tuple[PolicyRule, ToolSpec]], judge: RuleJudge, missing: Reason
+                  ) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
+        """A rule of ``options`` and a call of its tool (preconditions met) that ``judge`` lists the rule
+        for, in the base world; rejected with ``missing`` when the draws find none."""
+        options = list(options)
         self.rng.shuffle(options)
         sampler = ArgSampler(self.world, self.rng)
         for rule, tool in options:
             for _ in range(DRAWS):
                 args = sampler.satisfying_args(tool, attempts=2)
-                if args is not None and rule in broken_rules(self.world, self.spec, tool, args):
+                if args is not None and rule in judge(self.world, self.spec, tool, args):
                     return rule, tool, args
-        raise TaskRejected(Reason.NO_POLICY_VIOLATION)
+        raise TaskRejected(missing)
 
     def refuse(self, tool: ToolSpec, args: dict[str, Any], rule: PolicyRule) -> None:
         """The refused request: a goal the user states, a forbidden call, and the rule's reason as an

@@ -14,11 +14,10 @@ from typing import Any
 
 from scaleenv.formats.domain import PolicyRule, ToolSpec
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.families.refusal import DRAWS, RefusalBuilder, policy_rules
+from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
 from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.tools.policy import waived_rules
-from scaleenv.tools.sampling import ArgSampler
 
 FURTHER = {"medium": 0, "hard": 1, "expert": 2}
 """Further allowed changes asked for beside the waived one, per tier."""
@@ -46,15 +45,7 @@ class WaivedBuilder(RefusalBuilder):
     def find_waiver(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
         """A rule with an exception and a call of its tool (preconditions met) that the rule covers and the
         exception allows, in the base world."""
-        options = exception_rules(self.ctx)
-        self.rng.shuffle(options)
-        sampler = ArgSampler(self.world, self.rng)
-        for rule, tool in options:
-            for _ in range(DRAWS):
-                args = sampler.satisfying_args(tool, attempts=2)
-                if args is not None and rule in waived_rules(self.world, self.spec, tool, args):
-                    return rule, tool, args
-        raise TaskRejected(Reason.NO_WAIVED_CALL)
+        return self.find_call(exception_rules(self.ctx), waived_rules, Reason.NO_WAIVED_CALL)
 
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         level = self.tier = self.pick_level()
