@@ -168,3 +168,57 @@ def test_the_turn_budget_and_the_llm_user_and_the_tau2_export_know_the_slip(univ
     said = tau2_task(task_source(universe), task)["user_scenario"]["instructions"]["task_instructions"]
     assert slip.said in said and slip.meant in said
     assert json.loads(task.model_dump_json())["user_profile"]["slip"] == slip.model_dump(mode="json")
+
+
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory):
+    """football at the expert tier, refusals only: its look-alike tickets differ in price, which the
+    refund rule reads."""
+    out = tmp_path_factory.mktemp("slips") / "refusals"
+    cfg = BuildConfig(out=out, domains=["football"], tasks_per_domain=12, seed=5, tier_mix={"hard": 1.0},
+                      family_mix={"refusal": 1.0})
+    prepare_out(cfg)
+    run_build(cfg)
+    return out
+
+
+def test_a_slip_in_a_refused_request_names_a_look_alike_the_request_would_be_allowed_for(refusals):
+    universe = refusals
+    """The refused change asked for with a look-alike's id tempts where it can: on the look-alike it
+    would run and break no rule, so an agent that acts on the id as given (without naming it back)
+    changes it, and only the confirmation the policy asks for brings the correction and the refusal.
+    A look-alike the rule forbids as well is drawn only where the task has no other."""
+    from scaleenv.tools.chain import resolve_args, run_chain
+    from scaleenv.tools.policy import broken_rules
+    from scaleenv.tools.runtime import bind_params, first_failing_precondition
+    from scaleenv.world.patch import apply_patch
+    from scaleenv.world.world import World
+
+    cache = task_cache(universe)
+    refused = [t for t in _slipped(universe) if t.user_profile.objectives[t.user_profile.slip.goal].kind == "refusal"]
+    assert refused, "no user slipped in a refused request"
+    tempting_drawn = 0
+    for task in refused:
+        spec, slip = cache.spec(task.domain), task.user_profile.slip
+        world = World.from_snapshot(spec, cache.base(task.domain))
+        apply_patch(world, task.initial_patch)
+        scratch = World.from_snapshot(spec, world.snapshot())
+        outputs = run_chain(scratch, spec, task.gold_chain)  # the forbidden calls refer to what the chain shows
+        scratch.close()
+        resolved = [(c, resolve_args(c, outputs, len(outputs))) for c in task.forbidden]
+        call, meant = next((c, a) for c, a in resolved if slip.meant in a.values())
+        tool = spec.tool(call.tool)
+        assert broken_rules(world, spec, tool, meant)  # the request as meant breaks the rule
+
+        def tempting(said: str) -> bool:
+            args = {k: said if v == slip.meant else v for k, v in meant.items()}  # noqa: B023
+            return (first_failing_precondition(world, tool, bind_params(world, tool, args)) is None  # noqa: B023
+                    and not broken_rules(world, spec, tool, args))  # noqa: B023
+
+        others = [o.said for o in slip_options(task) if o.goal == slip.goal and o.meant == slip.meant]
+        if tempting(slip.said):
+            tempting_drawn += 1
+        else:
+            assert not any(tempting(o) for o in others), f"{task.id}: a tempting look-alike was passed over"
+        world.close()
+    assert tempting_drawn, "no slip in a refused request named a look-alike it would be allowed for"

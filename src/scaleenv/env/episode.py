@@ -10,8 +10,9 @@ from typing import Any
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import AnswerFact
 from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
-from scaleenv.reward.state import Reward, compute_reward
+from scaleenv.reward.state import Reward, compute_reward, with_rules_kept
 from scaleenv.tools.output import error_output
+from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.runtime import ToolResult, execute_tool
 from scaleenv.world.world import HeldSnapshot, World, snapshot_keys
 
@@ -81,9 +82,16 @@ class Episode:
         self._schemas: list[dict[str, Any]] | None = None  # built on first request: an oracle never asks
         self.matcher = matcher
         self.threshold = threshold
+        self._ruled = frozenset(t for t in self._tools if spec.policy is not None and spec.policy.checks(t))
+        """The write tools a rule of the policy covers (checked at the moment of each call)."""
         self.world = World.from_snapshot(spec, initial)
         self.stats = ErrorStats()
         self.said: list[str] = []
+        self.broken: list[str] = []
+        """``tool: rule`` for each successful write that broke a rule of the policy when it was made (the
+        tool let it through). Checked at the moment of the call, so two changes made in the wrong order
+        (the exception that allowed the first ended by the second, made first) count though the final
+        state is the same."""
         self._initial_world: World | None = None
 
     def reset(self) -> None:
@@ -92,6 +100,7 @@ class Episode:
         self.stats = ErrorStats()
         self.said = []
         self.shown = set()
+        self.broken = []
 
     @property
     def tool_names(self) -> list[str]:
@@ -113,10 +122,14 @@ class Episode:
                                 message=f"no tool named {shown!r}")
         else:
             try:
+                rules = broken_rules(self.world, self.spec, tool, args) if tool.name in self._ruled else []
                 result = execute_tool(self.world, tool, args)
             except Exception as e:  # noqa: BLE001 - an agent's call must never raise out of the episode
                 msg = f"{tool.name} failed: {type(e).__name__}"
                 result = ToolResult(False, error_output("internal_error", msg), error="internal_error", message=msg)
+                rules = []
+            if result.ok:
+                self.broken += [f"{tool.name}: {r.name}" for r in rules]
         if not result.ok:
             self.stats.errors += 1
             self.stats.by_code[result.error or "error"] += 1
@@ -144,7 +157,7 @@ class Episode:
             for t, ks in touched.items():
                 keys.setdefault(t, set()).update(ks)
         text: str | list[str] = list(self.said) if said is None else said
-        return compute_reward(
+        reward = compute_reward(
             self.world,
             self.expected,
             answer_facts=self.answer_facts,
@@ -155,6 +168,7 @@ class Episode:
             initial=snapshot_keys(self.spec, self._initial) or self.initial_world(),
             shown=self.shown,
         )
+        return with_rules_kept(reward, self.broken) if self._ruled else reward
 
     def initial_world(self) -> World:
         """The initial state, read-only (built once: it tells the reward which rows were created)."""

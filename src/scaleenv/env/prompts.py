@@ -30,7 +30,7 @@ CLOCK_NOTE = "\nThe current date and time is {now}."
 POLICY_HEADER = (
     "\n\nPolicy of the {domain} service (follow it; the tools do not enforce every rule):\n{rules}\n"
     "When a rule forbids what the user asks, do not do it: tell the user you cannot, and why (name the rule's "
-    "condition)."
+    "condition). Each rule applies at the moment a change is made, to the records as they stand then."
 )
 STAFF_NOTE = ("\nA member of staff who says they look after a record (not a customer) has no customer"
               " account to verify: the identity rule does not apply to them.")

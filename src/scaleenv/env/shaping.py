@@ -92,6 +92,7 @@ class Shaping:
             self._tools = set(ep.tool_names)
         components += lookalike_calls(env.messages, self._tools, task.verification.distractors)
         components += unseen_ids(env.messages, self._id_params(env))
+        components += [RewardComponent(f"policy_broken:{b}", "guard", False) for b in ep.broken]
         if ep.answer_facts:
             components += pasted_outputs(env.messages, self._tools, ep.said)
         if env.user is not None:  # the policy's procedure, where there is someone to ask

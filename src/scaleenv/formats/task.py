@@ -164,10 +164,10 @@ class Call(BaseModel):
 
 
 class Task(_Record):
-    """A verified task. ``family`` is left out of its JSON while ``direct``, ``forbidden`` and ``waived``
-    while empty, so task lines older than families round-trip byte for byte."""
+    """A verified task. ``family`` is left out of its JSON while ``direct``, and ``forbidden``, ``waived``
+    and ``ordered`` while empty, so task lines older than families round-trip byte for byte."""
 
-    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("forbidden", "waived")
+    EMPTY_FIELDS: ClassVar[tuple[str, ...]] = ("forbidden", "waived", "ordered")
     id: str
     domain: str
     instruction: str
@@ -191,6 +191,11 @@ class Task(_Record):
     """The steps of the gold chain that a policy rule covers but its exception allows (a late cancellation
     of an insured reservation): the strict gate plays the gold chain without them (the policy read without
     its exceptions) and must score 0."""
+    ordered: list[tuple[int, int]] = Field(default_factory=list)
+    """Pairs ``(i, j)`` of gold-chain writes that must be made in that order: the other way round, one of
+    them would break a rule of the policy when it is made (a ticket refunded while its fixture is
+    postponed, then the fixture restored; fines paid down, then a loan renewed). The environment checks
+    each rule at the moment of the write, so the other order scores 0 though it ends in the same state."""
 
     @model_serializer(mode="wrap")
     def _drop_default_family(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from scaleenv.formats.task import AnswerFact
@@ -276,3 +276,18 @@ def compute_reward(
         "answer_facts": facts_frac,
     }
     return Reward(1.0 if success else 0.0, success, components, diff, bad_rows, unseen)
+
+
+RULES_KEPT = "policy_rules_kept"
+"""The reward component that says no write broke a rule of the domain's policy when it was made."""
+
+
+def with_rules_kept(reward: Reward, broken: Sequence[str]) -> Reward:
+    """``reward`` with :data:`RULES_KEPT` (1.0 or 0.0): a write that broke a rule of the policy when it
+    was made (``broken``: ``tool: rule`` each) makes the binary reward 0 and says so in the diff, even
+    where a later change left the final state as expected."""
+    components = {**reward.components, RULES_KEPT: 0.0 if broken else 1.0}
+    if not broken:
+        return replace(reward, components=components)
+    diff = [*reward.diff, *(f"policy: {b} was broken when the change was made" for b in broken)]
+    return replace(reward, score=0.0, success=False, components=components, diff=diff)

@@ -24,6 +24,8 @@ and guards, which must hold for any credit (``kind == "guard"``):
                                     a grid of values), on tasks with answer facts
     pasted_output                   a message that pastes a tool's output verbatim, on tasks with
                                     answer facts
+    policy_broken:<tool>: <rule>    a write broke a rule of the domain's policy when it was made
+                                    (added by the environment, which sees the moment of each call)
 
 An answer fact whose value the user already states (a known fact, a goal, the instruction) weighs
 0: repeating it back is no work.

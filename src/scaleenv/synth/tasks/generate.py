@@ -29,6 +29,7 @@ from scaleenv.formats.task import (
     AnswerFact,
     Call,
     Difficulty,
+    Slip,
     Task,
     UserProfile,
     Verification,
@@ -83,6 +84,7 @@ from scaleenv.tools.replay import TaskWorlds
 from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.utils.dates import clock_side, shift_iso
+from scaleenv.utils.record_ids import names
 from scaleenv.world.ddl import quote_ident
 from scaleenv.world.patch import apply_patch
 from scaleenv.world.world import World
@@ -224,6 +226,7 @@ class TaskBuilder:
         self.gold_outputs: list[Any] = []  # what the gold chain's calls return (what a correct agent sees)
         self.forbidden: list[Call] = []  # calls the literal request asks for that must not happen (Task.forbidden)
         self.waived: list[int] = []  # gold-chain steps a rule covers but its exception allows (Task.waived)
+        self.ordered: list[tuple[int, int]] = []  # gold-chain writes that must be made in order (Task.ordered)
         self.tier: str | None = None  # the difficulty tier (drawn from the config's mix when unset)
 
     # --- initial state ---------------------------------------------------------
@@ -706,7 +709,9 @@ class TaskBuilder:
                 outs.append(None)
         return outs
 
-    def add_more_goal(self, scratch: World, read: bool = False, confirm: bool = False) -> bool:
+    def more_goal_options(self, read: bool = False) -> list[tuple[ToolSpec, dict[str, Any]]]:
+        """Goal tools not yet used that act on one of the task's records, each with the argument that
+        names it (shuffled)."""
         pool = self.ctx.read_goal_tools if read else self.ctx.goal_tools
         used = {c.tool for c in self.chain}
         options = []
@@ -718,13 +723,13 @@ class TaskBuilder:
             hits = [p for p, table in kp.items() if table in self.entities and (q := t.param(p)) is not None
                     and q.required]
             if hits:
-                options.append((t, hits))
+                options.append((t, {hits[0]: self.entities[kp[hits[0]]].row["id"]}))
         self.rng.shuffle(options)
+        return options
+
+    def add_more_goal(self, scratch: World, read: bool = False, confirm: bool = False) -> bool:
         sampler = ArgSampler(scratch, self.rng)
-        for tool, hits in options[:6]:
-            p = hits[0]
-            table = self.ctx.key_params(tool)[p]
-            fixed = {p: self.entities[table].row["id"]}
+        for tool, fixed in self.more_goal_options(read)[:6]:
             args = sampler.satisfying_args(tool, attempts=3, fixed=fixed)
             if args is None:
                 continue
@@ -794,7 +799,8 @@ class TaskBuilder:
         """Let the tier's share of users give a look-alike's id at first (:mod:`~scaleenv.synth.tasks.slips`),
         where acting on the id as given scores 0 and the gold chain, told the right id by the scripted
         user, scores 1."""
-        slip = draw_slip(task, random.Random(f"slip:{self.seed}:{self.spec.name}:{self.attempt}"))
+        slip = draw_slip(task, random.Random(f"slip:{self.seed}:{self.spec.name}:{self.attempt}"),
+                         prefer=lambda s: self.tempting_slip(task, episode, s))
         if slip is None:
             return
         careless = SwapAgent(slip.meant, slip.said, also_forbidden=True)  # the request as said, acted on
@@ -803,6 +809,34 @@ class TaskBuilder:
         task.user_profile.slip = slip
         if converse(episode, task, OracleAgent(), self.seed) != 1.0:
             task.user_profile.slip = None  # the scripted user could not put it right in this conversation
+
+    def tempting_slip(self, task: Task, episode: Episode, slip: Slip) -> bool:
+        """Whether ``slip`` tempts: a slip in a request the policy refuses should name a look-alike for
+        which the request would be allowed (the tool runs and no rule forbids it), so an agent that acts
+        on the id as given, without naming it back, changes the look-alike; on one the rule forbids as
+        well, refusing without a word about the id is also right. Slips in other requests always tempt."""
+        objectives = task.user_profile.objectives
+        if slip.goal >= len(objectives) or objectives[slip.goal].kind != "refusal":
+            return True
+        world = episode.initial_world()
+        for call in task.forbidden:
+            try:
+                meant = resolve_args(call, self.gold_outputs, len(self.gold_outputs))
+            except ChainError:
+                continue
+            if not names(json.dumps(meant), slip.meant):
+                continue
+            tool = self.spec.tool(call.tool)
+            args = {k: slip.said if v == slip.meant else v for k, v in meant.items()}
+            if tool is None:
+                return False
+            try:
+                params = bind_params(world, tool, args)
+            except ToolError:
+                return False
+            return first_failing_precondition(world, tool, params) is None and not broken_rules(world, self.spec, tool,
+                                                                                                   args)
+        return False
 
     def speaker(self) -> EntityRef | None:
         """The user when it speaks for itself (the chain's root or the first person on its path);
@@ -955,26 +989,65 @@ class TaskBuilder:
 
     def check_policy(self, initial: bytes) -> None:
         """No write of the gold chain breaks a rule of the domain's policy (the tools would let it); the
-        writes that a rule covers but its exception allows are noted (``waived``)."""
+        writes that a rule covers but its exception allows are noted (``waived``), and the pairs of writes
+        that must be made in the chain's order (``ordered``: see :meth:`order_pairs`)."""
         self.waived = []
+        self.ordered = []
         if self.spec.policy is None or not any(self.spec.policy.checks(c.tool) for c in self.chain):
             return
         world = World.from_snapshot(self.spec, initial)
         outputs: list[Any] = []
+        before: dict[int, bytes] = {}  # the world before each write
+        ruled: list[int] = []
         try:
             for i, call in enumerate(self.chain):
                 tool = self.spec.tool(call.tool)
                 assert tool is not None
                 args = resolve_args(call, outputs, i)
-                if tool.kind == "write" and broken_rules(world, self.spec, tool, args):
-                    raise TaskRejected(Reason.BREAKS_POLICY, call.tool)
-                if tool.kind == "write" and waived_rules(world, self.spec, tool, args):
-                    self.waived.append(i)
+                if tool.kind == "write":
+                    if broken_rules(world, self.spec, tool, args):
+                        raise TaskRejected(Reason.BREAKS_POLICY, call.tool)
+                    if waived_rules(world, self.spec, tool, args):
+                        self.waived.append(i)
+                    if self.spec.policy.checks(tool.name):
+                        ruled.append(i)
+                    before[i] = world.snapshot()
                 outputs.append(run_tool(world, tool, args))
         except (ToolError, ChainError) as e:
             raise TaskRejected(Reason.VERIFICATION_FAILED, str(e)) from None
         finally:
             world.close()
+        self.ordered = self.order_pairs(ruled, before, outputs)
+
+    def order_pairs(self, ruled: list[int], before: dict[int, bytes], outputs: list[Any]) -> list[tuple[int, int]]:
+        """``(a, b)``: write ``a`` of the gold chain must be made before write ``b``, because one of them is
+        a write a rule covers (``ruled``) that the other, made the other way round, would make break a rule:
+        a later change that ends its exception (made just before it), or an earlier one that it needs (a
+        fine paid down before a renewal: left out until it is made). ``before`` holds the world before each
+        write and ``outputs`` the chain's outputs, which resolve the arguments."""
+        pairs: set[tuple[int, int]] = set()
+        for i in ruled:
+            tool = self.spec.tool(self.chain[i].tool)
+            assert tool is not None
+            args = resolve_args(self.chain[i], outputs, i)
+            for k in sorted(before):
+                if k == i:
+                    continue
+                # k made just before i (a later write), or i made before k (k left out up to i)
+                steps = [k] if k > i else [s for s in sorted(before) if k < s < i]
+                trial = World.from_snapshot(self.spec, before[i] if k > i else before[k])
+                try:
+                    for s in steps:
+                        later = self.spec.tool(self.chain[s].tool)
+                        assert later is not None
+                        run_tool(trial, later, resolve_args(self.chain[s], outputs, s))
+                    if broken_rules(trial, self.spec, tool, args):
+                        pairs.add((min(i, k), max(i, k)))
+                except (ToolError, ChainError):
+                    continue  # that order cannot be made at all
+                finally:
+                    trial.close()
+        return sorted(pairs)
 
     def check_coherent(self, initial: bytes, expected: World) -> None:
         """The task's initial and expected worlds obey the domain's invariants (cloned children of a
@@ -1068,6 +1141,7 @@ class TaskBuilder:
             family=self.family,
             forbidden=self.forbidden,
             waived=self.waived,
+            ordered=self.ordered,
         )
 
     def refused_records(self) -> list[str]:

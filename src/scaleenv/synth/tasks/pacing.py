@@ -14,7 +14,9 @@ GRADUAL_SHARE = {"hard": 0.5, "expert": 1.0}
 
 def with_gradual_requests(task: Task, rng: random.Random) -> None:
     """Mark ``task``'s user as one that says its requests one at a time, for the tier's share of tasks
-    with two requests or more (drawn from ``rng``, which nothing else draws from)."""
+    with two requests or more (drawn from ``rng``, which nothing else draws from). Never a task whose
+    changes must be made in an order (``Task.ordered``): told one request at a time, an agent may have
+    made the one that must come last before it hears of the other."""
     share = GRADUAL_SHARE.get(task.difficulty.tier or "", 0.0)
-    if len(task.user_profile.goals) >= 2 and rng.random() < share:
+    if len(task.user_profile.goals) >= 2 and rng.random() < share and not task.ordered:
         task.user_profile.gradual = True

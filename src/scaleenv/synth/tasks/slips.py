@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 from scaleenv.formats.task import Slip, Task
 from scaleenv.utils.record_ids import RECORD_ID, names
@@ -47,9 +48,12 @@ def slip_options(task: Task) -> list[Slip]:
     return out
 
 
-def draw_slip(task: Task, rng: random.Random) -> Slip | None:
+def draw_slip(task: Task, rng: random.Random, prefer: Callable[[Slip], bool] | None = None) -> Slip | None:
     """A slip for ``task``'s user, for the tier's share of tasks that can have one (drawn from ``rng``,
-    which nothing else draws from); None otherwise."""
+    which nothing else draws from); None otherwise. With ``prefer``, only the options it accepts are
+    drawn from, where there are any."""
     share = SLIP_SHARE.get(task.difficulty.tier or "", 0.0)
     options = slip_options(task)
+    if prefer is not None:
+        options = [o for o in options if prefer(o)] or options
     return rng.choice(options) if options and rng.random() < share else None

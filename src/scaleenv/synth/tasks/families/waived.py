@@ -6,18 +6,27 @@ An agent that reads the rule without its exception refuses, and the strict gate 
 0 (the gold chain without its waived step). The task's tools show the data the rule and its exception
 read, so the agent must look before it decides; at the hard and expert tiers the request comes with one
 or two further allowed changes on the same records.
+
+Where the domain has one, the first further change is an order trap: a change that ends the exception
+("and put the fixture back on the schedule" beside refunding a ticket of that postponed fixture). The user
+asks for it first; made first, it makes the waived change break the rule, which the environment checks at
+the moment of each write. The right outcome is both changes, the waived one first (``Task.ordered``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from scaleenv.errors import ToolError
 from scaleenv.formats.domain import PolicyRule, ToolSpec
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
 from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.tools.policy import waived_rules
+from scaleenv.tools.policy import broken_rules, waived_rules
+from scaleenv.tools.runtime import run_tool
+from scaleenv.tools.sampling import ArgSampler
+from scaleenv.world.world import World
 
 FURTHER = {"medium": 0, "hard": 1, "expert": 2}
 """Further allowed changes asked for beside the waived one, per tier."""
@@ -57,12 +66,51 @@ class WaivedBuilder(RefusalBuilder):
         initial, scratch = self.run_seed_chain()
         if rule not in waived_rules(scratch, self.spec, tool, args):
             raise TaskRejected(Reason.NO_WAIVED_CALL, f"{rule.name} on the task's records")
+        before = scratch.snapshot()
         self.add_write_goal(scratch, tool, args)
-        for _ in range(FURTHER[level]):
+        further = FURTHER[level]
+        if further and len(self.chain) < self.config.max_length and self.add_order_trap(scratch, before, tool, args):
+            further -= 1
+        for _ in range(further):
             if len(self.chain) >= self.config.max_length or not self.add_more_goal(scratch):
                 break
         self.fit_length(scratch)
         return initial, level, density, withheld
+
+    def add_order_trap(self, scratch: World, before: bytes, tool: ToolSpec, args: dict[str, Any]) -> bool:
+        """A further change on the task's records that, made before the waived ``tool(args)`` (on
+        ``before``, the world the waived change was made on), would make it break its rule; asked for
+        first, made after it. False where none of the options is one."""
+        waived_goal = self.goals[-1]
+        sampler = ArgSampler(scratch, self.rng)
+        for other, fixed in self.more_goal_options():
+            if other.kind != "write":
+                continue
+            drawn = sampler.satisfying_args(other, attempts=3, fixed=fixed)
+            trimmed = self.trim_args(other, drawn) if drawn is not None else None
+            if trimmed is None or self.exempt_input(other, trimmed) or not self.ends_exception(before, other, trimmed,
+                                                                                                tool, args):
+                continue
+            changed = self.observable_effect(scratch, other, trimmed)
+            if changed is None:
+                continue
+            self.effects.append(changed)
+            self.goal_call(other, trimmed)
+            self.goals.insert(self.goals.index(waived_goal), self.goals.pop())
+            return True
+        return False
+
+    def ends_exception(self, before: bytes, other: ToolSpec, other_args: dict[str, Any], tool: ToolSpec,
+                       args: dict[str, Any]) -> bool:
+        """Whether ``other(other_args)``, made first on ``before``, makes ``tool(args)`` break a rule."""
+        trial = World.from_snapshot(self.spec, before)
+        try:
+            run_tool(trial, other, other_args)
+            return bool(broken_rules(trial, self.spec, tool, args))
+        except ToolError:
+            return False
+        finally:
+            trial.close()
 
     def check_policy(self, initial: bytes) -> None:
         super().check_policy(initial)

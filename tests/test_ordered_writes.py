@@ -1,0 +1,133 @@
+"""Rules checked at the moment of each write (``Episode.broken``, the ``policy_rules_kept`` component) and
+the writes that must be made in order (``Task.ordered``, the waived family's order trap): issue 15, play
+round 21 (a ticket refunded after its postponed fixture was restored broke the rule and still scored 1)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from functools import cache
+
+import pytest
+
+from scaleenv.env.cache import build_worlds, make_episode
+from scaleenv.formats.task import Call, Task
+from scaleenv.reward.state import RULES_KEPT
+from scaleenv.synth.tasks.families import generate_task
+from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder, TaskRejected
+from scaleenv.synth.tasks.pacing import with_gradual_requests
+from scaleenv.tools.chain import resolve_args
+from scaleenv.tools.runtime import run_tool
+from synth_helpers import context
+
+
+@cache
+def trap_tasks(n: int = 3) -> tuple[Task, ...]:
+    ctx = context("football")
+    out, attempt = [], 0
+    while len(out) < n and attempt < 40 * n:
+        with contextlib.suppress(TaskRejected):
+            task = generate_task(ctx, 0, attempt, ChainConfig(family_mix={"waived": 1.0}, tier_mix={"hard": 1.0}))
+            if task.ordered:
+                out.append(task)
+        attempt += 1
+    return tuple(out)
+
+
+def play(task: Task, order: list[int]):
+    """The gold chain's calls made in ``order`` on a fresh episode (arguments resolved from the gold
+    outputs), and its reward."""
+    ctx = context("football")
+    ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
+    gold = ep.initial_world()
+    outputs: list = []
+    scratch = type(gold).from_snapshot(ctx.spec, gold.snapshot())
+    args_by_step = []
+    for i, call in enumerate(task.gold_chain):
+        args = resolve_args(call, outputs, i)
+        args_by_step.append(args)
+        outputs.append(run_tool(scratch, ctx.spec.tool(call.tool), args))
+    scratch.close()
+    for i in order:
+        assert ep.call_tool(task.gold_chain[i].tool, args_by_step[i]).ok
+    return ep, ep.evaluate()
+
+
+def test_the_waived_family_sets_an_order_trap_where_a_change_ends_the_exception():
+    tasks = trap_tasks()
+    assert len(tasks) == 3
+    for task in tasks:
+        (i, j), = task.ordered
+        assert i in task.waived
+        assert "refund" in task.gold_chain[i].tool
+        assert "fixture" in task.gold_chain[j].tool
+        # the user asks for the change that ends the exception first
+        asked = task.user_profile.goals
+        assert any("refund" in g for g in asked)
+        first = next(k for k, g in enumerate(asked) if "refund" in g)
+        assert first > 0 and "ixture" in " ".join(asked[:first])
+        assert not task.user_profile.gradual  # told one at a time, the agent could not order them
+
+
+def test_a_rule_broken_at_the_moment_of_a_write_scores_0_though_the_final_state_matches():
+    task = trap_tasks()[0]
+    (i, j), = task.ordered
+    n = len(task.gold_chain)
+    ep, reward = play(task, list(range(n)))
+    assert reward.success and reward.components[RULES_KEPT] == 1.0 and ep.broken == []
+    swapped = [k for k in range(n) if k != j]
+    swapped.insert(swapped.index(i), j)  # the fixture changed first, then the ticket refunded
+    ep2, reward2 = play(task, swapped)
+    assert ep2.world.state_hash() == ep.world.state_hash()  # the same final state ...
+    assert not reward2.success and reward2.score == 0.0  # ... but the refund broke the rule when it was made
+    assert reward2.components[RULES_KEPT] == 0.0
+    assert ep2.broken == [f"{task.gold_chain[i].tool}: no_refunds_of_expensive_tickets"]
+    assert any("no_refunds_of_expensive_tickets" in d for d in reward2.diff)
+
+
+def test_reset_forgets_broken_rules():
+    task = trap_tasks()[0]
+    (i, j), = task.ordered
+    order = [j, *[k for k in range(len(task.gold_chain)) if k != j]]
+    ep, reward = play(task, order)
+    assert ep.broken
+    ep.reset()
+    assert ep.broken == []
+
+
+def test_a_task_whose_writes_must_be_ordered_is_never_told_one_request_at_a_time():
+    task = trap_tasks()[0].model_copy(deep=True)
+    task.difficulty.tier = "expert"  # every expert task with two requests would be gradual
+    task.user_profile.gradual = False
+    with_gradual_requests(task, random.Random(0))
+    assert not task.user_profile.gradual
+    task.ordered = []
+    with_gradual_requests(task, random.Random(0))
+    assert task.user_profile.gradual
+
+
+def test_a_change_a_ruled_write_needs_must_come_first():
+    """library: a renewal is forbidden with more than 6 dollars of fines; paying 7 of PAT-0029's 12.50
+    first allows it. The build records (pay, renew) as ordered, and the renewal first breaks the rule."""
+    ctx = context("library_services")
+    builder = TaskBuilder(ctx, 0, 0, ChainConfig())
+    pay = Call(tool="pay_fine", args={"patron_id": "PAT-0029", "amount": 7.0, "method": "cash"})
+    renew = Call(tool="extend_loan", args={"loan_id": "LON-0013", "patron_id": "PAT-0029"})
+    builder.chain = [pay, renew]
+    builder.check_policy(ctx.base)
+    assert builder.ordered == [(0, 1)] and builder.waived == []
+    builder.chain = [renew, pay]
+    with pytest.raises(TaskRejected, match="breaks_policy"):
+        builder.check_policy(ctx.base)
+
+
+def test_independent_writes_are_not_ordered():
+    """A payment on another patron's account changes nothing for the renewal: only the pair that
+    depends on each other is recorded."""
+    ctx = context("library_services")
+    builder = TaskBuilder(ctx, 0, 0, ChainConfig())
+    builder.chain = [Call(tool="pay_fine", args={"patron_id": "PAT-0005", "amount": 7.0, "method": "cash"}),
+                     Call(tool="pay_fine", args={"patron_id": "PAT-0029", "amount": 7.0, "method": "card"}),
+                     Call(tool="extend_loan", args={"loan_id": "LON-0013", "patron_id": "PAT-0029"})]
+    builder.check_policy(ctx.base)
+    assert builder.ordered == [(1, 2)]
