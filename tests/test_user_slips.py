@@ -99,6 +99,17 @@ def test_the_user_says_the_wrong_id_and_puts_it_right_when_it_is_named_back(univ
     assert not corrects(again, slip)
 
 
+def test_a_change_proposed_on_the_wrong_id_after_it_was_put_right_gets_a_no(universe):
+    """football, play round 22: the agent named both ids, the slip counted as settled, and a later
+    "should I cancel FXT-0053?" (the wrong one) got "Yes, please go ahead."."""
+    slip, user, _ = _talking(universe)
+    asyncio.run(user.reply(f"{slip.said} is not on your account; {slip.meant} is. Which one do you mean?"))
+    assert user.slip is None  # settled: the agent found the right record itself
+    reply = asyncio.run(user.reply(f"Shall I go ahead with {slip.said}? Yes or no?"))
+    assert reply.startswith("No, that is not right") and slip.meant in reply and "Yes" not in reply, reply
+    assert asyncio.run(user.reply(f"Shall I go ahead with {slip.meant}?")).startswith("Yes")
+
+
 def test_a_question_beside_the_wrong_id_is_still_answered(universe):
     """knowledge_management, play round 20: asked for its e-mail in the message that named the wrong
     article, the user put the id right and never gave the e-mail."""

@@ -197,3 +197,13 @@ def test_a_go_ahead_question_that_quotes_the_rule_gets_no_pushback():
     assert scripted_reply(task, spec, "I cannot cancel INT-0061. Shall I cancel INT-0063?") == PUSHBACKS[0]
     assert scripted_reply(task, spec, "I cannot cancel that interview: it is less than 3 days away.") == PUSHBACKS[0]
     assert scripted_reply(task, spec, "I can't cancel it. Shall I reschedule it instead?") == PUSHBACKS[0]
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_a_user_who_wants_only_allowed_changes_never_presses(domain):
+    """Play round 22: a waived task's user said "Really? Can't you make an exception just this once?"
+    to a go-ahead question; with nothing refused, it has nothing to press on."""
+    tasks = waived_tasks(domain, 3, tier="hard")
+    assert tasks
+    for task in tasks:
+        assert not task.user_profile.pushback

@@ -175,6 +175,8 @@ class ScriptedUser(User):
         self.asked_for = " ".join(self.goals)
         self.pushed = not profile.pushback  # a user with a pushback presses once before accepting a refusal
         self.slip = profile.slip
+        self.slipped = profile.slip
+        """The slip, kept after it is put right: a change proposed on the wrong id later still gets a no."""
 
     def _role(self) -> str:
         """Who a member of staff says they are, from their persona."""
@@ -281,9 +283,14 @@ class ScriptedUser(User):
                 continue
             if is_action_confirmation(sentence) and not decisions:
                 wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
+                slipped = self.slipped
                 if offers_alternative(sentence) and says_cannot(agent_text) and not offers_alternative(self.asked_for):
                     if NO_ALTERNATIVE not in parts:
                         parts.append(NO_ALTERNATIVE)  # something else than what was asked: not wanted
+                elif slipped is not None and self.slip is None and names(agent_text, slipped.said) \
+                        and not names(agent_text, slipped.meant):
+                    # the wrong id the user gave, proposed again after it was put right
+                    parts.append(f"No, that is not right: I meant {slipped.meant}, not {slipped.said}.")
                 elif wrong is not None:
                     parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self._mine(), self._owner())}")
                 elif "Yes, please go ahead." not in parts:

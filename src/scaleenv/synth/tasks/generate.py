@@ -887,11 +887,12 @@ class TaskBuilder:
         USR-0007 is someone else), or a record whose links to people all name someone else ("approve
         my review request" on another member's review), or a change of a record the user's own record
         belongs to (a member raising the fee of the plan they are on). Parameters that name the other
-        party (a recipient, a new owner) are allowed."""
+        party (a recipient, a new owner) are allowed. A refused request counts too ("recall my message"
+        on a message someone else sent in the user's conversation)."""
         me = self.speaker()
         if me is None:
             return None
-        for call in self.chain:
+        for call in [*self.chain, *(self.resolved(c) for c in self.forbidden)]:
             tool = self.spec.tool(call.tool)
             if tool is None or tool.kind != "write":
                 continue
@@ -913,6 +914,15 @@ class TaskBuilder:
                     if other:
                         return f"{call.tool}.{name}={v} belongs to {other}, not the user {me.row.get('id')}"
         return None
+
+    def resolved(self, call: Call) -> Call:
+        """``call`` with its references to the gold chain's outputs replaced by their values (as it was)
+        where one does not resolve)."""
+        try:
+            args = resolve_args(call, self.gold_outputs, len(self.gold_outputs))
+        except ChainError:
+            return call
+        return call.model_copy(update={"args": args})
 
     def shared_with_user(self, table: str) -> bool:
         """Whether ``table`` holds records the user's own record belongs to (the plan a member is on,

@@ -43,7 +43,10 @@ PUSHBACK_SHARE = 0.5
 
 def with_pushback(task: Task, rng: random.Random) -> None:
     """Give ``task``'s user, at the hard and expert tiers and for about half the tasks, a line it says the
-    first time the agent says no: the agent must hold to the policy under pressure."""
+    first time the agent says no: the agent must hold to the policy under pressure. Only a task with a
+    refusal (a policy reason to tell): a user who wants only allowed changes has nothing to press on."""
+    if not any(f.name == REFUSAL_FACT for f in task.answer_facts):
+        return
     if task.difficulty.tier in ("hard", "expert") and rng.random() < PUSHBACK_SHARE:
         task.user_profile.pushback = rng.choice(PUSHBACKS)
 
