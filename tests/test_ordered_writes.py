@@ -14,6 +14,7 @@ from scaleenv.env.cache import build_worlds, make_episode
 from scaleenv.formats.task import Call, Task
 from scaleenv.reward.state import RULES_KEPT
 from scaleenv.synth.tasks.families import generate_task
+from scaleenv.synth.tasks.gates import run_gates
 from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder, TaskRejected
 from scaleenv.synth.tasks.pacing import with_gradual_requests
 from scaleenv.tools.chain import resolve_args
@@ -131,3 +132,44 @@ def test_independent_writes_are_not_ordered():
                      Call(tool="extend_loan", args={"loan_id": "LON-0013", "patron_id": "PAT-0029"})]
     builder.check_policy(ctx.base)
     assert builder.ordered == [(1, 2)]
+
+
+@cache
+def enabled_tasks(n: int = 2) -> tuple[Task, ...]:
+    ctx = context("football")
+    out, attempt = [], 0
+    while len(out) < n and attempt < 60 * n:
+        with contextlib.suppress(TaskRejected):
+            out.append(generate_task(ctx, 0, attempt, ChainConfig(family_mix={"enabled": 1.0}, tier_mix={"hard": 1.0})))
+        attempt += 1
+    return tuple(out)
+
+
+def test_the_enabled_family_asks_for_the_forbidden_looking_change_first():
+    """football: "cancel ticket TKT-0084 (over 100 dollars) ... then postpone its fixture": the refund is
+    allowed only once the fixture is postponed, so the gold chain postpones first."""
+    tasks = enabled_tasks()
+    assert len(tasks) == 2
+    for task in tasks:
+        assert task.family == "enabled" and task.forbidden == []  # (football: the postponement also makes the refund a waived step)
+        (first, then), = task.ordered
+        assert "fixture" in task.gold_chain[first].tool and "ticket" in task.gold_chain[then].tool
+        goals = task.user_profile.goals
+        ticket = next(i for i, g in enumerate(goals) if "ticket" in g.lower())
+        fixture = next(i for i, g in enumerate(goals) if "fixture" in g.lower() and i != ticket)
+        assert ticket < fixture  # said the other way round
+        assert task.verification.gates["reordered"] == 0.0 and task.verification.gates["gold"] == 1.0
+        assert not task.user_profile.pushback and not task.user_profile.gradual
+
+
+def test_the_order_gate_fails_where_the_order_does_not_matter():
+    """The gate can fail: a task whose recorded pair is two steps that do not depend on each other
+    scores 1 made the other way round."""
+    task = enabled_tasks()[0]
+    ctx = context("football")
+    ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
+    assert run_gates(ep, task).scores["reordered"] == 0.0
+    reads = [i for i, c in enumerate(task.gold_chain) if ctx.spec.tool(c.tool).kind == "read"]
+    loose = task.model_copy(update={"ordered": [(reads[0], reads[1])]})
+    result = run_gates(ep, loose, detail=True)
+    assert result.scores["reordered"] == 1.0 and "reordered_not_0" in result.failures()

@@ -279,6 +279,20 @@ class StrictAgent(OracleAgent):
         return await super().act(messages)
 
 
+class ReorderedAgent(OracleAgent):
+    """The gold chain with two of its writes made the other way round: ``calls`` are its calls with
+    their arguments as the gold chain resolves them, in the order to play (built by the order gate from
+    ``Task.ordered``). Must score 0: the rule one of them breaks in that order is checked as it is made."""
+
+    name = "reordered"
+
+    def __init__(self, calls: list[Call] | None = None):
+        self._calls = list(calls or [])
+
+    def chain(self) -> list[Any]:
+        return list(self._calls)
+
+
 class NoopAgent(Agent):
     """Does nothing: ends the episode at once."""
 

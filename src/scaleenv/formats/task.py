@@ -182,7 +182,7 @@ class Task(_Record):
     family: str = DEFAULT_FAMILY
     """The generator that made the task (see ``scaleenv.synth.tasks.families``): ``direct``, ``refusal``,
     ``partial``, ``conditional``, ``computed``, ``description``, ``bulk``, ``programmatic``, ``long``,
-    ``screened``, ``waived``."""
+    ``screened``, ``waived``, ``enabled``."""
     forbidden: list[Call] = Field(default_factory=list)
     """The calls the literal request asks for that must not happen (a refused request; the branch a
     condition rules out), resolved against the gold chain's outputs; the policy-ignorant gate plays the gold

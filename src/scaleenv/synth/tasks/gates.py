@@ -5,8 +5,10 @@ The gold chain must score 1; every other policy must score 0: doing nothing, a r
 into the answer), the spray (a grid of numbers and the tool descriptions' words), the parrot (the
 user's messages said back), the distractor swap (the gold chain acting on each look-alike of a
 target instead of the target), the policy-ignorant gate ``naive`` (on tasks with forbidden calls: the
-gold chain followed by them, as the literal request would have it), and the strict gate ``strict`` (on
-tasks with waived steps: the gold chain without them, the policy read without its exceptions).
+gold chain followed by them, as the literal request would have it), the strict gate ``strict`` (on
+tasks with waived steps: the gold chain without them, the policy read without its exceptions), and the
+order gate ``reordered`` (on tasks with writes that must be made in order, ``Task.ordered``: the gold
+chain with the first such pair made the other way round, which ends in the same rows).
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from scaleenv.env.policies import (
     RANDOM_CALLS,
     READ_DUMP_IDS,
     READ_DUMP_ROUNDS,
+    ReorderedAgent,
     SwapAgent,
     play,
     reference_policy,
 )
-from scaleenv.formats.task import Task
-from scaleenv.tools.chain import ChainError, resolve_args
+from scaleenv.formats.task import Call, Task
+from scaleenv.tools.chain import ChainError, resolve_args, run_chain
+from scaleenv.world.world import World
 
-ZERO_GATES = ("noop", "naive", "strict", "parrot", "spray", "random", "hack", "read_dump", "swap")
+ZERO_GATES = ("noop", "naive", "strict", "reordered", "parrot", "spray", "random", "hack", "read_dump", "swap")
 RANDOM_DRAWS = 4
 """Independent draws of the random policy per task (each must score 0)."""
 READ_DUMP_DRAWS = 2
@@ -133,6 +137,21 @@ def swap_pairs(ep: Episode, task: Task) -> list[tuple[Any, Any]]:
     return pairs
 
 
+def reordered_calls(ep: Episode, task: Task) -> list[Call]:
+    """The gold chain's calls, their arguments resolved as the gold chain gives them, with the later
+    write of ``task.ordered``'s first pair moved to just before the earlier one."""
+    first, later = task.ordered[0]
+    scratch = World.from_snapshot(ep.spec, ep.initial_world().snapshot())
+    try:
+        outputs = run_chain(scratch, ep.spec, task.gold_chain)
+    finally:
+        scratch.close()
+    calls = [c.model_copy(update={"args": resolve_args(c, outputs, i)}) for i, c in enumerate(task.gold_chain)]
+    order = [i for i in range(len(calls)) if i != later]
+    order.insert(order.index(first), later)
+    return [calls[i] for i in order]
+
+
 def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, reward_shape: str = "binary") -> GateResult:
     """Score the gold chain and every policy that must score 0 (see the module docstring), in
     ``reward_shape`` (``partial``, ``dense``: the hacks must score at most 0)."""
@@ -164,6 +183,13 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
                 scores["strict"] = score_policy(ep, task, "strict", rng).score if task.waived else 0.0
             except AgentError:
                 scores["strict"] = 0.0
+        elif gate == "reordered":
+            # the right changes in the wrong order: a rule broken on the way must fail it
+            try:
+                scores["reordered"] = (play_policy(ep, task, ReorderedAgent(reordered_calls(ep, task)), rng).score
+                                       if task.ordered else 0.0)
+            except (AgentError, ChainError):
+                scores["reordered"] = 0.0
         elif gate in ("random", "read_dump"):
             # several independent draws: a single-write task whose target the sampler can hit, or a read
             # that a dump of the first ids it meets happens to answer, must not pass because one seed
@@ -184,4 +210,5 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
     return GateResult(scores, details)
 
 
-__all__ = ["DRAWS", "RANDOM_DRAWS", "READ_DUMP_DRAWS", "ROLLOUT_AGENT_STREAM", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "converse", "play_policy", "run_gates", "score_policy", "swap_pairs"]
+__all__ = ["DRAWS", "RANDOM_DRAWS", "READ_DUMP_DRAWS", "ROLLOUT_AGENT_STREAM", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "converse",
+           "play_policy", "reordered_calls", "run_gates", "score_policy", "swap_pairs"]

@@ -65,6 +65,7 @@ class Reason(StrEnum):
     GATE_SWAP_NOT_0 = "gate_swap_not_0"
     GATE_NAIVE_NOT_0 = "gate_naive_not_0"
     GATE_STRICT_NOT_0 = "gate_strict_not_0"
+    GATE_REORDERED_NOT_0 = "gate_reordered_not_0"
     # build-level and LLM back end
     DUPLICATE = "duplicate"
     LLM_OUTPUT = "llm_output"
@@ -78,6 +79,8 @@ class Reason(StrEnum):
     BREAKS_POLICY = "breaks_policy"
     NO_WAIVED_CALL = "no_waived_call"
     """No call that a rule covers and its exception allows (the ``waived`` family)."""
+    NO_ENABLING_CHANGE = "no_enabling_change"
+    """No change on the task's records after which the forbidden one is allowed (the ``enabled`` family)."""
     INSTRUCTION_SHAPE = "instruction_shape"
     NO_ALLOWED_GOAL = "no_allowed_goal"
     NO_ALTERNATIVE_BRANCH = "no_alternative_branch"

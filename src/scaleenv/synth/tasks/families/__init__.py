@@ -16,6 +16,7 @@ from scaleenv.synth.tasks.families.bulk import BulkBuilder
 from scaleenv.synth.tasks.families.computed import ComputedBuilder
 from scaleenv.synth.tasks.families.conditional import ConditionalBuilder
 from scaleenv.synth.tasks.families.description import DescriptionBuilder
+from scaleenv.synth.tasks.families.enabled import EnabledBuilder
 from scaleenv.synth.tasks.families.long import LongBuilder
 from scaleenv.synth.tasks.families.partial import PartialBuilder
 from scaleenv.synth.tasks.families.programmatic import ProgrammaticBuilder
@@ -37,6 +38,7 @@ FAMILIES: dict[str, type[TaskBuilder]] = {
     LongBuilder.family: LongBuilder,
     ScreenedBuilder.family: ScreenedBuilder,
     WaivedBuilder.family: WaivedBuilder,
+    EnabledBuilder.family: EnabledBuilder,
 }
 """Family name -> its builder."""
 
@@ -45,6 +47,7 @@ DEFAULT_MIX: dict[str, float] = {
     RefusalBuilder.family: 0.08, PartialBuilder.family: 0.08, ConditionalBuilder.family: 0.1,  # policy decisions
     ScreenedBuilder.family: 0.08,  # a policy decision on each record of a computed set
     WaivedBuilder.family: 0.06,  # a rule's exception: the change the rule seems to forbid is allowed
+    EnabledBuilder.family: 0.04,  # a change forbidden until another one asked for after it is made
     ComputedBuilder.family: 0.1, DescriptionBuilder.family: 0.07, BulkBuilder.family: 0.08,  # computed choices
     ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.25,  # long chains: the least often accepted
 }
