@@ -22,7 +22,6 @@ from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, clashes
 from scaleenv.tools.policy import broken_rules
-from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
 
@@ -138,16 +137,7 @@ class EnabledBuilder(RefusalBuilder):
     def lifts(self, scratch: World, other: ToolSpec, other_args: dict[str, Any], tool: ToolSpec,
               args: dict[str, Any]) -> bool:
         """Whether ``tool(args)``, made after ``other(other_args)``, runs and breaks no rule."""
-        trial = World.from_snapshot(self.spec, scratch.snapshot())
-        try:
-            run_tool(trial, other, other_args)
-            params = bind_params(trial, tool, args)
-            return first_failing_precondition(trial, tool, params) is None and not broken_rules(trial, self.spec,
-                                                                                                 tool, args)
-        except ToolError:
-            return False
-        finally:
-            trial.close()
+        return self.rules_after(scratch.snapshot(), other, other_args, tool, args) == []
 
     def check_policy(self, initial: bytes) -> None:
         super().check_policy(initial)

@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from scaleenv.errors import ToolError
 from scaleenv.formats.domain import DomainSpec, PolicyRule, ToolSpec
 from scaleenv.formats.sqlinfo import analyze_sql
 from scaleenv.formats.task import REFUSAL_FACT, Call, Task
@@ -19,7 +20,7 @@ from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, Task
 from scaleenv.synth.tasks.instruction import EntityRef, Goal
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.tools.policy import broken_rules
-from scaleenv.tools.runtime import bind_params, first_failing_precondition
+from scaleenv.tools.runtime import bind_params, first_failing_precondition, run_tool
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
 
@@ -138,6 +139,21 @@ class RefusalBuilder(TaskBuilder):
             ref = self.refs.get(focus[1])
             value: Any = {**ref, "field": fk} if isinstance(ref, dict) else row[fk]
             self.call_read(getter, {getter.parameters[0].name: value}, f"check the rule {rule.name}")
+
+    def rules_after(self, before: bytes, other: ToolSpec, other_args: dict[str, Any], tool: ToolSpec,
+                    args: dict[str, Any]) -> list[PolicyRule] | None:
+        """The rules ``tool(args)`` breaks once ``other(other_args)`` is made on the world ``before``; None
+        when either cannot be made then (a precondition fails)."""
+        trial = World.from_snapshot(self.spec, before)
+        try:
+            run_tool(trial, other, other_args)
+            if first_failing_precondition(trial, tool, bind_params(trial, tool, args)) is not None:
+                return None
+            return broken_rules(trial, self.spec, tool, args)
+        except ToolError:
+            return None
+        finally:
+            trial.close()
 
     def still_broken(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any], world: World) -> None:
         """The request must break the rule on the task's world too (clones shift dates)."""

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from scaleenv.errors import ToolError
 from scaleenv.formats.domain import PolicyRule, ToolSpec
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
 from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.tools.policy import broken_rules, waived_rules
-from scaleenv.tools.runtime import run_tool
+from scaleenv.tools.policy import waived_rules
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
 
@@ -102,15 +100,9 @@ class WaivedBuilder(RefusalBuilder):
 
     def ends_exception(self, before: bytes, other: ToolSpec, other_args: dict[str, Any], tool: ToolSpec,
                        args: dict[str, Any]) -> bool:
-        """Whether ``other(other_args)``, made first on ``before``, makes ``tool(args)`` break a rule."""
-        trial = World.from_snapshot(self.spec, before)
-        try:
-            run_tool(trial, other, other_args)
-            return bool(broken_rules(trial, self.spec, tool, args))
-        except ToolError:
-            return False
-        finally:
-            trial.close()
+        """Whether ``other(other_args)``, made first on ``before``, makes ``tool(args)`` break a rule (the
+        call itself still runs: the wrong order is a broken rule, not a tool error)."""
+        return bool(self.rules_after(before, other, other_args, tool, args))
 
     def check_policy(self, initial: bytes) -> None:
         super().check_policy(initial)
