@@ -110,6 +110,14 @@ def test_a_change_proposed_on_the_wrong_id_after_it_was_put_right_gets_a_no(univ
     assert asyncio.run(user.reply(f"Shall I go ahead with {slip.meant}?")).startswith("Yes")
 
 
+def test_a_proposal_naming_both_ids_gets_the_correction_not_a_yes(universe):
+    """football, play round 23: "shall I postpone FXT-0051? Your ticket is on FXT-0055" named the
+    right id too, counted as settled, and got "Yes, please go ahead." for the wrong fixture."""
+    slip, user, _ = _talking(universe)
+    reply = asyncio.run(user.reply(f"Your other record is {slip.meant}. Shall I go ahead with {slip.said}?"))
+    assert corrects(reply, slip) and "Yes" not in reply, reply
+
+
 def test_a_question_beside_the_wrong_id_is_still_answered(universe):
     """knowledge_management, play round 20: asked for its e-mail in the message that named the wrong
     article, the user put the id right and never gave the e-mail."""

@@ -213,9 +213,11 @@ class ScriptedUser(User):
         slip = self.slip
         if slip is None or slip.goal >= self.progress.said:
             return None
-        if names(agent_text, slip.meant):
+        if names(agent_text, slip.meant) and not names(agent_text, slip.said):
             self.slip = None  # the agent found the right record itself
             return None
+        # the wrong id named, alone or beside the right one ("shall I postpone FXT-0051? your ticket is on
+        # FXT-0055", play round 23): the user says which it meant
         if not names(agent_text, slip.said):
             return None
         self.slip = None
