@@ -191,3 +191,23 @@ def test_the_policy_tells_the_agent_staff_have_no_identity_to_verify():
     without = spec.model_copy(update={"policy": spec.policy.model_copy(
         update={"rules": [r for r in spec.policy.rules if r.kind != "identity"]})})
     assert STAFF_NOTE not in policy_section(without)
+
+
+def test_a_new_records_value_is_no_reason_to_decline_a_change_of_another_record():
+    """express_logistics, play round 22: confirming a claim on SHP-0061 with its declared value 1085.02
+    got "No, that is not right: My declared's value is 2.75" (the value of the parcel the user asked to
+    ship, a record no goal names by id), twice."""
+    spec = context("pet_care").spec
+    base = family_tasks("pet_care", "direct", 1)[0]
+    profile = UserProfile(persona="You are Ann Lee.",
+                          goals=["Please order 2 of the blue leash.",
+                                 "Remove the line of variant VAR-0050 from cart CRT-0001."],
+                          known={"quantity": 2, "cart id": "CRT-0001"})
+    task = base.model_copy(update={"user_profile": profile})
+
+    def reply(text: str) -> str:
+        return scripted_reply(task, spec, text)
+
+    # the quantity the user knows is the new order's, which no goal names by id
+    assert reply("Line ITM-0123 of cart CRT-0001 has quantity 5. Shall I go ahead and remove it?").startswith("Yes")
+    assert reply("Shall I go ahead and order the blue leash with quantity 3?").startswith("No, that is not right")

@@ -357,8 +357,10 @@ class ScriptedUser(User):
             if v is None or isinstance(v, bool) or f in stated:
                 continue
             owners = [{r.upper() for r in RECORD_ID.findall(g)} for g in goals if _value_pattern(v).search(g)]
-            if about and owners and all(owners) and not any(about & ids for ids in owners):
-                continue  # the fact belongs to another goal's record, not to the one being confirmed
+            if about and owners and not any(about & ids for ids in owners):
+                # the fact belongs to another goal's record (or to a record a goal creates: a new parcel's
+                # declared value, said while a claim on another parcel is confirmed; play round 22)
+                continue
             col = self.vocab.split(f)[1]
             if any(g != f and (g == col or g.endswith(" " + col) or f.endswith(" " + g)) for g in stated):
                 continue  # another fact of the same kind is the one meant (a new record's value, not the old one's)
