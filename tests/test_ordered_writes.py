@@ -23,16 +23,21 @@ from synth_helpers import context
 
 
 @cache
-def trap_tasks(n: int = 3) -> tuple[Task, ...]:
+def football_tasks(family: str, n: int, ordered_only: bool = False) -> tuple[Task, ...]:
+    """The first ``n`` hard football tasks of ``family`` (with ordered writes, if asked) from seed 0."""
     ctx = context("football")
     out, attempt = [], 0
-    while len(out) < n and attempt < 40 * n:
+    while len(out) < n and attempt < 60 * n:
         with contextlib.suppress(TaskRejected):
-            task = generate_task(ctx, 0, attempt, ChainConfig(family_mix={"waived": 1.0}, tier_mix={"hard": 1.0}))
-            if task.ordered:
+            task = generate_task(ctx, 0, attempt, ChainConfig(family_mix={family: 1.0}, tier_mix={"hard": 1.0}))
+            if task.ordered or not ordered_only:
                 out.append(task)
         attempt += 1
     return tuple(out)
+
+
+def trap_tasks() -> tuple[Task, ...]:
+    return football_tasks("waived", 3, ordered_only=True)
 
 
 def play(task: Task, order: list[int]):
@@ -134,15 +139,8 @@ def test_independent_writes_are_not_ordered():
     assert builder.ordered == [(1, 2)]
 
 
-@cache
-def enabled_tasks(n: int = 2) -> tuple[Task, ...]:
-    ctx = context("football")
-    out, attempt = [], 0
-    while len(out) < n and attempt < 60 * n:
-        with contextlib.suppress(TaskRejected):
-            out.append(generate_task(ctx, 0, attempt, ChainConfig(family_mix={"enabled": 1.0}, tier_mix={"hard": 1.0})))
-        attempt += 1
-    return tuple(out)
+def enabled_tasks() -> tuple[Task, ...]:
+    return football_tasks("enabled", 2)
 
 
 def test_the_enabled_family_asks_for_the_forbidden_looking_change_first():

@@ -10,6 +10,7 @@ import asyncio
 import json
 import random
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -163,18 +164,22 @@ def test_the_oracle_scores_one_on_long_tasks_under_the_default_user_budget():
         assert traj.reward["score"] == 1.0, (task.id, traj.reward["diff"])
 
 
-def test_a_fact_of_another_goal_is_no_reason_to_decline():
+def order_and_cart_user(first_goal: str) -> Callable[[str], str]:
+    """The scripted user's reply to a message, for a pet_care user who asks ``first_goal`` (an order of
+    2) and to remove a line from cart CRT-0001, and knows the quantity 2 and the cart's id."""
     spec = context("pet_care").spec
     base = family_tasks("pet_care", "direct", 1)[0]
-    profile = UserProfile(persona="You are Ann Lee.",
-                          goals=["Please order 2 of variant VAR-0048.",
-                                 "Remove the line with the lowest quantity from cart CRT-0001."],
+    profile = UserProfile(persona="You are Ann Lee.", goals=[first_goal, CART_GOAL],
                           known={"quantity": 2, "cart id": "CRT-0001"})
     task = base.model_copy(update={"user_profile": profile})
+    return lambda text: scripted_reply(task, spec, text)
 
-    def reply(text: str) -> str:
-        return scripted_reply(task, spec, text)
 
+CART_GOAL = "Remove the line with the lowest quantity from cart CRT-0001."
+
+
+def test_a_fact_of_another_goal_is_no_reason_to_decline():
+    reply = order_and_cart_user("Please order 2 of variant VAR-0048.")
     assert reply("The line with the lowest quantity is ITM-0123 (quantity 1). Shall I go ahead and remove it?"
                  ).startswith("Yes")
     assert reply("Shall I go ahead and order variant VAR-0048 with quantity 3?").startswith("No, that is not right")
@@ -197,17 +202,7 @@ def test_a_new_records_value_is_no_reason_to_decline_a_change_of_another_record(
     """express_logistics, play round 22: confirming a claim on SHP-0061 with its declared value 1085.02
     got "No, that is not right: My declared's value is 2.75" (the value of the parcel the user asked to
     ship, a record no goal names by id), twice."""
-    spec = context("pet_care").spec
-    base = family_tasks("pet_care", "direct", 1)[0]
-    profile = UserProfile(persona="You are Ann Lee.",
-                          goals=["Please order 2 of the blue leash.",
-                                 "Remove the line of variant VAR-0050 from cart CRT-0001."],
-                          known={"quantity": 2, "cart id": "CRT-0001"})
-    task = base.model_copy(update={"user_profile": profile})
-
-    def reply(text: str) -> str:
-        return scripted_reply(task, spec, text)
-
+    reply = order_and_cart_user("Please order 2 of the blue leash.")
     # the quantity the user knows is the new order's, which no goal names by id
     assert reply("Line ITM-0123 of cart CRT-0001 has quantity 5. Shall I go ahead and remove it?").startswith("Yes")
     assert reply("Shall I go ahead and order the blue leash with quantity 3?").startswith("No, that is not right")

@@ -202,9 +202,9 @@ def session_from_row(row: Mapping[str, Any], *, universe: str | Path | None = No
 
 def gold_calls(task: Task, outputs: list[Any]) -> list[tuple[str, dict[str, Any]]]:
     """The gold chain with every reference resolved against the recorded outputs (literal calls)."""
-    from scaleenv.tools.chain import resolve_args
+    from scaleenv.tools.chain import literal_chain
 
-    return [(c.tool, resolve_args(c, outputs, i)) for i, c in enumerate(task.gold_chain)]
+    return [(c.tool, c.args) for c in literal_chain(task.gold_chain, outputs)]
 
 
 def answer_text(task: Task) -> str:

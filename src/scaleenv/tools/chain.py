@@ -45,6 +45,11 @@ def resolve_args(call: Call, outputs: list[Any], step: int) -> dict[str, Any]:
     return {k: resolve(v, outputs, step) for k, v in call.args.items()}
 
 
+def literal_chain(chain: list[Call], outputs: list[Any]) -> list[Call]:
+    """``chain`` with every reference resolved against the recorded ``outputs`` (literal calls)."""
+    return [c.model_copy(update={"args": resolve_args(c, outputs, i)}) for i, c in enumerate(chain)]
+
+
 def run_chain(world: World, spec: DomainSpec, chain: list[Call]) -> list[Any]:
     """Run every call on ``world`` (mutating it); return the outputs. Raise ChainError on failure."""
     outputs: list[Any] = []

@@ -30,7 +30,7 @@ from scaleenv.env.policies import (
     reference_policy,
 )
 from scaleenv.formats.task import Call, Task
-from scaleenv.tools.chain import ChainError, resolve_args, run_chain
+from scaleenv.tools.chain import ChainError, literal_chain, resolve_args, run_chain
 from scaleenv.world.world import World
 
 ZERO_GATES = ("noop", "naive", "strict", "reordered", "parrot", "spray", "random", "hack", "read_dump", "swap")
@@ -146,7 +146,7 @@ def reordered_calls(ep: Episode, task: Task) -> list[Call]:
         outputs = run_chain(scratch, ep.spec, task.gold_chain)
     finally:
         scratch.close()
-    calls = [c.model_copy(update={"args": resolve_args(c, outputs, i)}) for i, c in enumerate(task.gold_chain)]
+    calls = literal_chain(task.gold_chain, outputs)
     order = [i for i in range(len(calls)) if i != later]
     order.insert(order.index(first), later)
     return [calls[i] for i in order]

@@ -18,7 +18,7 @@ from scaleenv.errors import ToolError
 from scaleenv.formats.domain import PolicyRule, ToolSpec
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
-from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
+from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, clashes
 from scaleenv.tools.policy import broken_rules
@@ -72,12 +72,7 @@ class EnabledBuilder(RefusalBuilder):
 
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         level = self.tier = self.pick_level()
-        _, (d_lo, d_hi), withheld, _ = LEVELS[level]
-        density = self.rng.randint(d_lo, d_hi)
-        rule, tool, args = self.find_violation()
-        args = self.place_goal(tool, args, density)
-        self.add_evidence(rule, tool, args)
-        initial, scratch = self.run_seed_chain()
+        rule, tool, args, initial, scratch, density, withheld = self.start_on_rule(level, self.find_violation)
         self.still_broken(rule, tool, args, scratch)
         if not self.add_enabler(scratch, tool, args):
             raise TaskRejected(Reason.NO_ENABLING_CHANGE, rule.name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from scaleenv.errors import ToolError
 from scaleenv.formats.domain import DomainSpec, PolicyRule, ToolSpec
@@ -60,6 +60,20 @@ def policy_rules(ctx: DomainContext) -> list[tuple[PolicyRule, ToolSpec]]:
     goal = {t.name: t for t in ctx.goal_tools}
     return [(r, goal[n]) for r in policy.rules if r.forbid and r.kind in ("eligibility", "limit")
             for n in r.tools if n in goal]
+
+
+class RuledStart(NamedTuple):
+    """What :meth:`RefusalBuilder.start_on_rule` gives: the rule, the call (on the task's records), the
+    task's initial state, a scratch world with the seed chain run, the look-alike density and the
+    number of withheld facts."""
+
+    rule: PolicyRule
+    tool: ToolSpec
+    args: dict[str, Any]
+    initial: bytes
+    scratch: World
+    density: int
+    withheld: int
 
 
 class RefusalBuilder(TaskBuilder):
@@ -170,14 +184,21 @@ class RefusalBuilder(TaskBuilder):
     def allowed_goals(self, scratch: World, level: str, refused: ToolSpec) -> None:
         """The requests that are allowed (none: only the refused one)."""
 
-    def sample_chain(self) -> tuple[bytes, str, int, int]:
-        level = self.pick_level()
+    def start_on_rule(self, level: str, find: Callable[[], tuple[PolicyRule, ToolSpec, dict[str, Any]]]) -> RuledStart:
+        """The start the rule-based families share: a rule and a call of its tool found by ``find``, the
+        call placed on the task's records with the tier's look-alikes, the records the rule reads looked
+        up, and the seed chain run."""
         _, (d_lo, d_hi), withheld, _ = LEVELS[level]
         density = self.rng.randint(d_lo, d_hi)
-        rule, tool, args = self.find_violation()
+        rule, tool, args = find()
         args = self.place_goal(tool, args, density)
         self.add_evidence(rule, tool, args)
         initial, scratch = self.run_seed_chain()
+        return RuledStart(rule, tool, args, initial, scratch, density, withheld)
+
+    def sample_chain(self) -> tuple[bytes, str, int, int]:
+        level = self.pick_level()
+        rule, tool, args, initial, scratch, density, withheld = self.start_on_rule(level, self.find_violation)
         self.still_broken(rule, tool, args, scratch)
         self.refused_args = args
         self.allowed_goals(scratch, level, tool)
@@ -199,4 +220,4 @@ class RefusalBuilder(TaskBuilder):
         return task
 
 
-__all__ = ["PUSHBACKS", "RefusalBuilder", "policy_rules", "with_pushback"]
+__all__ = ["PUSHBACKS", "RefusalBuilder", "RuledStart", "policy_rules", "with_pushback"]

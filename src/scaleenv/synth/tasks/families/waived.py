@@ -20,7 +20,7 @@ from typing import Any
 from scaleenv.formats.domain import PolicyRule, ToolSpec
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
-from scaleenv.synth.tasks.generate import LEVELS, TaskRejected
+from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.tools.policy import waived_rules
 from scaleenv.tools.sampling import ArgSampler
@@ -56,12 +56,7 @@ class WaivedBuilder(RefusalBuilder):
 
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         level = self.tier = self.pick_level()
-        _, (d_lo, d_hi), withheld, _ = LEVELS[level]
-        density = self.rng.randint(d_lo, d_hi)
-        rule, tool, args = self.find_waiver()
-        args = self.place_goal(tool, args, density)
-        self.add_evidence(rule, tool, args)
-        initial, scratch = self.run_seed_chain()
+        rule, tool, args, initial, scratch, density, withheld = self.start_on_rule(level, self.find_waiver)
         if rule not in waived_rules(scratch, self.spec, tool, args):
             raise TaskRejected(Reason.NO_WAIVED_CALL, f"{rule.name} on the task's records")
         before = scratch.snapshot()
