@@ -23,9 +23,10 @@ from synth_helpers import context
 
 
 @cache
-def football_tasks(family: str, n: int, ordered_only: bool = False) -> tuple[Task, ...]:
-    """The first ``n`` hard football tasks of ``family`` (with ordered writes, if asked) from seed 0."""
-    ctx = context("football")
+def domain_tasks(domain: str, family: str, n: int, ordered_only: bool = False) -> tuple[Task, ...]:
+    """The first ``n`` hard tasks of ``family`` for the catalog ``domain`` (with ordered writes, if asked)
+    from seed 0."""
+    ctx = context(domain)
     out, attempt = [], 0
     while len(out) < n and attempt < 60 * n:
         with contextlib.suppress(TaskRejected):
@@ -34,6 +35,10 @@ def football_tasks(family: str, n: int, ordered_only: bool = False) -> tuple[Tas
                 out.append(task)
         attempt += 1
     return tuple(out)
+
+
+def football_tasks(family: str, n: int, ordered_only: bool = False) -> tuple[Task, ...]:
+    return domain_tasks("football", family, n, ordered_only)
 
 
 def trap_tasks() -> tuple[Task, ...]:
@@ -171,3 +176,33 @@ def test_the_order_gate_fails_where_the_order_does_not_matter():
     loose = task.model_copy(update={"ordered": [(reads[0], reads[1])]})
     result = run_gates(ep, loose, detail=True)
     assert result.scores["reordered"] == 1.0 and "reordered_not_0" in result.failures()
+
+
+def test_a_business_step_on_the_same_record_enables_a_change():
+    """smart home: "unlock LCK-... remotely ... I just put fresh batteries in it; log it": a lock below 50
+    percent cannot be unlocked remotely, so the battery change is logged first."""
+    task, = domain_tasks("smart_home", "enabled", 1)
+    (first, then), = task.ordered
+    assert task.gold_chain[first].tool in ("log_battery_change", "record_new_batteries")
+    assert task.gold_chain[then].tool.endswith("_lock")  # unlock_lock / open_door_lock ...
+    # one argument each: the lock's id, found the same way
+    assert list(task.gold_chain[first].args.values()) == list(task.gold_chain[then].args.values())
+    assert task.verification.gates["reordered"] == 0.0 and task.verification.gates["gold"] == 1.0
+
+
+def test_a_rule_over_a_records_children_is_checked_by_listing_them():
+    """job seeking: "an application with an interview still scheduled cannot be withdrawn". The gold chain
+    lists the application's interviews to see the rule, and the enabling step is on a child (cancel the
+    interview, then withdraw)."""
+    ctx = context("job_seeking")
+    task, = domain_tasks("job_seeking", "enabled", 1)
+    lister = next(c for c in task.gold_chain if c.purpose == "check the rule no_withdrawal_with_interview_scheduled")
+    assert lister.tool == "list_interviews_by_application"
+    (first, then), = task.ordered
+    enabler, withdraw = task.gold_chain[first], task.gold_chain[then]
+    assert ctx.spec.tool(enabler.tool).meta["entity"] == "interviews"
+    assert ctx.spec.tool(withdraw.tool).meta["entity"] == "applications"
+    assert task.verification.gates["reordered"] == 0.0 and task.verification.gates["gold"] == 1.0
+    ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
+    interview = ep.world.row("interviews", resolve_args(enabler, [], 0).get("interview_id"))
+    assert interview is not None and interview["status"] == "scheduled"

@@ -249,6 +249,8 @@ def test_a_phrasing_whose_slot_is_the_subject_of_a_singular_verb_is_not_said_of_
 
     assert not _fits_a_set("Ticket {task_id} is stuck waiting on another team, mark it blocked.", {"task_id"})
     assert not _fits_a_set("Remove {post_id} for good, it breaks the rules.", {"post_id"})  # "them breaks"
+    # play round 24: "Each of them can't make them, please record that they declined"
+    assert not _fits_a_set("Guest {guest_id} can't make it, please record that they declined.", {"guest_id"})
     assert _fits_a_set("Cancel reservation {rental_id}.", {"rental_id"})
     assert _fits_a_set("Mark {task_id} as done.", {"task_id"})
 
@@ -303,3 +305,17 @@ def test_expert_screened_tasks_screen_two_records(domain):
         ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
         assert score_policy(ep, task, "oracle").score == 1.0
         assert score_policy(ep, task, "naive").score == 0.0
+
+
+def test_a_report_of_a_change_that_quotes_a_rule_gets_no_pushback():
+    """Play round 22: "Your phone is now 555-...; a session cannot be cancelled less than 14 days ahead,
+    but that was not asked" got the plea. A message that reports a change done is no refusal; the refusal
+    itself still gets it."""
+    from synth_helpers import family_tasks
+
+    task = _pressing(family_tasks("fitness_club", "partial", 2)[0])
+    write = next(o for o in task.user_profile.objectives if o.kind == "write")
+    user = _user(task)
+    report = f"Done: the {write.subject[0]}'s phone is now updated. A session cannot be cancelled less than 14 days ahead."
+    assert PUSHBACKS[1] not in asyncio.run(user.reply(report))
+    assert asyncio.run(user.reply("I cannot cancel that session: it starts in less than 14 days.")) == PUSHBACKS[1]

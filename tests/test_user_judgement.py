@@ -186,3 +186,23 @@ def test_which_one_gets_the_record_named_before_the_question():
         assert str(known[first]).replace(",", "") in reply.replace(",", ""), (task.id, first, reply)
         return
     pytest.skip("no task with facts of two records")
+
+
+def test_an_either_or_question_gets_the_record_meant_not_a_yes():
+    """Play round 24: "Shall I cancel FXT-0051 or FXT-0052?" got "Yes, please go ahead."; the user names the
+    one it means when it knows its id (and says what it asked for otherwise)."""
+    from scaleenv.utils.record_ids import RECORD_ID
+    from synth_helpers import context, family_tasks, scripted_reply
+
+    for task in family_tasks("football", "direct", 6):
+        goal_ids = sorted({r for g in task.user_profile.goals for r in RECORD_ID.findall(g)})
+        if goal_ids:
+            break
+    else:
+        raise AssertionError("no football task whose user names a record id")
+    spec = context("football").spec
+    meant = goal_ids[0]
+    other = "ZZZ-9999"
+    reply = scripted_reply(task, spec, f"Shall I go ahead with {other} or {meant}?")
+    assert reply.startswith(f"I mean {meant}.") and "Yes, please go ahead." not in reply
+    assert "Yes, please go ahead." in scripted_reply(task, spec, f"Shall I go ahead with {meant}? Or is there anything else?")

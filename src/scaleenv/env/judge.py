@@ -175,6 +175,10 @@ class Progress:
     def finished(self) -> bool:
         return bool(self.objectives) and all(self.done)
 
+    def reported(self) -> int:
+        """How many changes and questions (not refusals) the agent has reported done or answered."""
+        return sum(1 for o, d in zip(self.objectives, self.done, strict=False) if d and o.kind != "refusal")
+
     def _refusals(self, said: Iterable[str]) -> None:
         for sentence in said:
             if _FAIL.search(sentence):

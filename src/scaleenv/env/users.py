@@ -113,6 +113,9 @@ _CLARIFY = re.compile(
     r"could you clarify|can you clarify|please clarify|what should i do|how would you like me to)\b", re.IGNORECASE)
 """A question asking what the user wants done: the user says its open requests again."""
 
+_EITHER_OR = re.compile(r"\bor\b(?!\s+(?:not|no)\b)(?<!yes or)", re.IGNORECASE)
+"""A choice between things ("FXT-0051 or FXT-0052?"), not "yes or no" nor "or not"."""
+
 _WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
                   r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
 _OPEN = re.compile(r"\b(what|which|when|where|how (much|many|long))\b[^.?!]*\b(would|do|should|will|shall) you "
@@ -283,6 +286,18 @@ class ScriptedUser(User):
                 else:
                     unknown = True
                 continue
+            if is_action_confirmation(sentence) and not decisions and _EITHER_OR.search(sentence) \
+                    and len({r.upper() for r in RECORD_ID.findall(sentence)}) > 1:
+                # "Shall I cancel FXT-0051 or FXT-0052?" is no yes/no question: the one the user means, if it
+                # knows its id, else what it asked for again ("shall I go ahead, or change something?" is one)
+                ids = {str(v).upper() for v in self.known.values() if isinstance(v, str) and RECORD_ID.fullmatch(v)}
+                meant = sorted({r for r in RECORD_ID.findall(sentence) if r.upper() in ids})
+                pending = self.recap()
+                if len(meant) == 1:
+                    parts.append(f"I mean {meant[0]}.")
+                elif pending and f"What I need is: {pending}" not in parts:
+                    parts.append(f"What I need is: {pending}")
+                continue
             if is_action_confirmation(sentence) and not decisions:
                 wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
                 slipped = self.slipped
@@ -392,6 +407,7 @@ class ScriptedUser(User):
             return self._stop("I have to go now.")
         from scaleenv.env.judge import asks_to_act, says_cannot
 
+        reported = self.progress.reported()
         moved = self.progress.update(agent_text)
         correction = self._put_right(agent_text)
         if correction is not None:
@@ -402,8 +418,10 @@ class ScriptedUser(User):
             rest = [p for p in parts if not p.startswith(("Yes, please go ahead.", "No, that is not right",
                                                            NO_ALTERNATIVE, "I don't know"))]
             return " ".join([correction, *rest])
-        if not self.pushed and says_cannot(agent_text) and not asks_to_act(agent_text):
-            # a refusal, not a go-ahead question that quotes the rule it does not break (play round 21)
+        if not self.pushed and says_cannot(agent_text) and not asks_to_act(agent_text) \
+                and self.progress.reported() == reported:
+            # a refusal of what the user asked, not a go-ahead question that quotes the rule it does not
+            # break (play round 21) nor a report of a change that says what the rule would forbid (round 22)
             self.pushed = True
             self.idle = 0
             # the plea alone: a person who presses does not also say yes to the rest in the same breath

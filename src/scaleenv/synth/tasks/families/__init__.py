@@ -47,7 +47,7 @@ DEFAULT_MIX: dict[str, float] = {
     RefusalBuilder.family: 0.08, PartialBuilder.family: 0.08, ConditionalBuilder.family: 0.1,  # policy decisions
     ScreenedBuilder.family: 0.08,  # a policy decision on each record of a computed set
     WaivedBuilder.family: 0.06,  # a rule's exception: the change the rule seems to forbid is allowed
-    EnabledBuilder.family: 0.04,  # a change forbidden until another one asked for after it is made
+    EnabledBuilder.family: 0.08,  # a change forbidden until another one asked for after it is made
     ComputedBuilder.family: 0.1, DescriptionBuilder.family: 0.07, BulkBuilder.family: 0.08,  # computed choices
     ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.25,  # long chains: the least often accepted
 }

@@ -94,7 +94,7 @@ class EnabledBuilder(RefusalBuilder):
         sampler = ArgSampler(scratch, self.rng)
         lifting = {n for rule in self.spec.policy.checks(tool.name) for n in lifting_tools(self.ctx, rule)} \
             if self.spec.policy is not None else set()
-        for other, fixed in self.more_goal_options():
+        for other, fixed in self.more_goal_options() + self.child_options(scratch, tool, args, lifting):
             if other.name not in lifting:
                 continue
             for _ in range(DRAWS):
@@ -114,6 +114,23 @@ class EnabledBuilder(RefusalBuilder):
                 self.goal_call(other, trimmed)
                 return True
         return False
+
+    def child_options(self, scratch: World, tool: ToolSpec, args: dict[str, Any], lifting: set[str]
+                      ) -> list[tuple[ToolSpec, dict[str, Any]]]:
+        """The lifting tools that act on a child of the target (an interview of the application to
+        withdraw, for a rule over its scheduled interviews), each with a child's id, in id order."""
+        focus = self.ctx.focus(tool)
+        if focus is None:
+            return []
+        out = []
+        for other in self.ctx.goal_tools:
+            near = self.ctx.focus(other)
+            link = self.ctx.parent_link(near[1]) if near is not None and other.name in lifting else None
+            if near is None or link is None or link[1] != focus[1]:
+                continue
+            for child in sorted(r["id"] for r in scratch.rows(near[1]) if r.get(link[0]) == args[focus[0]]):
+                out.append((other, {near[0]: child}))
+        return out
 
     def overwrites(self, scratch: World, tool: ToolSpec, args: dict[str, Any], changed: dict[Any, Any]) -> bool:
         """Whether ``tool(args)``, made on ``scratch``, changes a cell the change before it set ("keep the

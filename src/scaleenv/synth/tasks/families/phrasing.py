@@ -63,9 +63,9 @@ _WANTING = {"want", "need", "like", "love", "have", "going", "trying", "wish", "
 
 
 _SINGULAR = r"(?:is|was|has|does|isn't|wasn't|hasn't|doesn't|keeps|needs|breaks|belongs|looks|seems|takes|goes|" \
-            r"works|costs|runs|stays|sits|comes|starts|ends|expires|fails)\b"
+            r"works|costs|runs|stays|sits|comes|starts|ends|expires|fails|can't|cannot|won't|couldn't)(?!\w)"
 """Verbs that agree with one record: a phrasing that makes its slot (or ``it``) their subject reads
-wrongly of a set ("every todo task ... is stuck", "them breaks the rules")."""
+wrongly of a set ("every todo task ... is stuck", "them breaks the rules", "each of them can't make it")."""
 
 
 _RECORD_NOUNS = frozenset({"request", "record", "entry", "item", "booking", "reservation", "order", "ticket", "number",

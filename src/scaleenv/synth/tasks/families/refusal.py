@@ -145,14 +145,20 @@ class RefusalBuilder(TaskBuilder):
         table = self.spec.table(focus[1])
         row = self.world.row(focus[1], args[focus[0]])
         assert table is not None and row is not None
+        ref = self.refs.get(focus[1])
         for other in sorted(read - {focus[1]}):
             fk = next((c.name for c in table.columns if c.foreign_key and c.foreign_key.split(".")[0] == other), None)
             getter = self.ctx.tool_by_family("get", other)
-            if fk is None or row.get(fk) is None or getter is None or not getter.parameters:
+            if fk is not None and row.get(fk) is not None and getter is not None and getter.parameters:
+                value: Any = {**ref, "field": fk} if isinstance(ref, dict) else row[fk]
+                self.call_read(getter, {getter.parameters[0].name: value}, f"check the rule {rule.name}")
+                continue
+            # a rule over the target's children (its interviews still scheduled): list them
+            link = self.ctx.parent_link(other)
+            lister = self.ctx.tool_by_family("list", other, parent=focus[1])
+            if link is None or link[1] != focus[1] or lister is None or not lister.param(link[0]):
                 raise TaskRejected(Reason.RULE_UNVERIFIABLE, f"{rule.name}: {other}")
-            ref = self.refs.get(focus[1])
-            value: Any = {**ref, "field": fk} if isinstance(ref, dict) else row[fk]
-            self.call_read(getter, {getter.parameters[0].name: value}, f"check the rule {rule.name}")
+            self.call_read(lister, {link[0]: ref if ref is not None else args[focus[0]]}, f"check the rule {rule.name}")
 
     def rules_after(self, before: bytes, other: ToolSpec, other_args: dict[str, Any], tool: ToolSpec,
                     args: dict[str, Any]) -> list[PolicyRule] | None:

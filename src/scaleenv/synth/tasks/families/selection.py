@@ -153,6 +153,8 @@ def qualified(noun: str, c: Column, value: Any) -> str:
     if len(words) == 1 and is_state(c) and said.lower() in _ACT_WORDS:
         # "every placed order of mine" reads as every order I placed: the state is said as one
         return f"{noun} that is still {said}"
+    if said.lower() in ("on", "off"):
+        return f"{noun} that is {said}"  # "every light that is on", not "every on light"
     if len(words) == 1 and c.name.lower() in _GRADE_COLUMNS:
         return f"{said}-{c.name.lower()} {noun}"  # "every low-priority ticket", not "every low ticket"
     if len(words) == 1:
