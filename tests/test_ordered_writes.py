@@ -206,3 +206,42 @@ def test_a_rule_over_a_records_children_is_checked_by_listing_them():
     ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
     interview = ep.world.row("interviews", resolve_args(enabler, [], 0).get("interview_id"))
     assert interview is not None and interview["status"] == "scheduled"
+
+
+def test_lifting_steps_are_business_steps_on_other_cells():
+    """Two moves of one status (take the offer, then withdraw) lift nothing; cancelling the interview that
+    the rule reads does."""
+    from scaleenv.synth.tasks.families.enabled import lifting_tools
+    from scaleenv.synth.tasks.families.refusal import policy_rules
+
+    ctx = context("job_seeking")
+    lifting = {rule.name: lifting_tools(ctx, rule) for rule, _ in policy_rules(ctx)}
+    assert lifting["no_withdrawal_after_offer"] == []
+    assert any(name.endswith("_interview") for name in lifting["no_withdrawal_with_interview_scheduled"])
+
+
+def test_a_step_on_the_targets_parent_is_an_enabling_option():
+    """library: renewing a loan is forbidden with more than 6 dollars of fines; paying the fines is a step
+    on the loan's patron (not one of the task's records), offered with the patron's id."""
+    from scaleenv.synth.tasks.families.enabled import EnabledBuilder
+
+    ctx = context("library_services")
+    seen: list[tuple[str, dict, list]] = []
+    for attempt in range(40):
+        builder = EnabledBuilder(ctx, 0, attempt, ChainConfig(tier_mix={"hard": 1.0}))
+        builder.tier = "hard"
+
+        def capture(scratch, tool, args, builder=builder):
+            lifting = {"pay_fine", "settle_fines"}
+            seen.append((tool.name, scratch.row("loans", args.get("loan_id")),
+                         builder.linked_options(scratch, tool, args, lifting)))
+            return False
+
+        builder.add_enabler = capture
+        with contextlib.suppress(TaskRejected):
+            builder.run()
+        if any(name in ("renew_loan", "extend_loan") for name, _, _ in seen):
+            break
+    name, loan, options = next(s for s in seen if s[0] in ("renew_loan", "extend_loan"))
+    assert loan is not None and [(t.name, a) for t, a in options] == [(options[0][0].name, {"patron_id": loan["patron_id"]})]
+    assert options[0][0].name in ("pay_fine", "settle_fines")

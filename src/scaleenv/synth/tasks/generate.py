@@ -217,6 +217,9 @@ class TaskBuilder:
         self.reserved: dict[str, list[Any]] = {}
         self.taken: set[Any] = set()
         self._seeded: set[str] = set()
+        self.own_children: set[str] = set()
+        """Child tables whose rows a cloned target copies from its original (a rule reads them: the
+        interviews still scheduled that forbid withdrawing the application), not from another record."""
         self.entities: dict[str, EntityRef] = {}
         self.refs: dict[str, Any] = {}  # table -> id reference (a $ref dict or a literal id)
         self.chain: list[Call] = []
@@ -384,7 +387,7 @@ class TaskBuilder:
         q = self.world.conn.execute(
             f'SELECT DISTINCT "{fk}" FROM "{child}" WHERE "{fk}" IS NOT NULL ORDER BY 1 LIMIT 200')
         parents = [r[0] for r in q if r[0] != orig]
-        donor = parents[self.rng.randrange(len(parents))] if parents else orig
+        donor = parents[self.rng.randrange(len(parents))] if parents and child not in self.own_children else orig
         if donor is None:
             return []
         cur = self.world.conn.execute(f'SELECT * FROM "{child}" WHERE "{fk}" = ? ORDER BY 1', (donor,))

@@ -35,19 +35,27 @@ FURTHER = {"hard": 0, "expert": 1}
 _SET = re.compile(r"\bUPDATE\s+\"?(\w+)\"?\s+SET\s+(.*?)(?:\bWHERE\b|$)", re.IGNORECASE | re.DOTALL)
 
 
+def _cells_set(tool: ToolSpec) -> set[tuple[str, str]]:
+    """The (table, column) pairs ``tool``'s UPDATE effects set."""
+    return {(table, column) for effect in tool.effects for table, assignments in _SET.findall(effect)
+            for column in re.findall(r"\"?(\w+)\"?\s*=", assignments)}
+
+
 def lifting_tools(ctx: DomainContext, rule: PolicyRule) -> list[str]:
     """The goal tools that are business steps (not a plain edit of a column) and whose effects set a
-    column the rule's condition or exception reads: the changes that could lift it."""
+    column the rule's condition or exception reads, besides the cells the ruled change itself sets
+    (two moves of one status are no step that lifts a rule): the changes that could lift it."""
     words = set(re.findall(r"\w+", f"{rule.forbid or ''} {rule.unless or ''}"))
+    policy = ctx.spec.policy
+    ruled = {cell for t in ctx.goal_tools if policy is not None and rule in policy.checks(t.name)
+             for cell in _cells_set(t)}
     out = []
     for tool in ctx.goal_tools:
         if tool.kind != "write" or tool.name in rule.tools or tool.meta.get("family") == "update":
             continue
-        for effect in tool.effects:
-            for table, assignments in _SET.findall(effect):
-                columns = set(re.findall(r"\"?(\w+)\"?\s*=", assignments))
-                if table in words and columns & words:
-                    out.append(tool.name)
+        lifts = {(table, column) for table, column in _cells_set(tool) if table in words and column in words}
+        if lifts - ruled:
+            out.append(tool.name)
     return sorted(set(out))
 
 
@@ -94,7 +102,7 @@ class EnabledBuilder(RefusalBuilder):
         sampler = ArgSampler(scratch, self.rng)
         lifting = {n for rule in self.spec.policy.checks(tool.name) for n in lifting_tools(self.ctx, rule)} \
             if self.spec.policy is not None else set()
-        for other, fixed in self.more_goal_options() + self.child_options(scratch, tool, args, lifting):
+        for other, fixed in self.more_goal_options() + self.linked_options(scratch, tool, args, lifting):
             if other.name not in lifting:
                 continue
             for _ in range(DRAWS):
@@ -115,21 +123,29 @@ class EnabledBuilder(RefusalBuilder):
                 return True
         return False
 
-    def child_options(self, scratch: World, tool: ToolSpec, args: dict[str, Any], lifting: set[str]
-                      ) -> list[tuple[ToolSpec, dict[str, Any]]]:
-        """The lifting tools that act on a child of the target (an interview of the application to
-        withdraw, for a rule over its scheduled interviews), each with a child's id, in id order."""
+    def linked_options(self, scratch: World, tool: ToolSpec, args: dict[str, Any], lifting: set[str]
+                       ) -> list[tuple[ToolSpec, dict[str, Any]]]:
+        """The lifting tools that act on a record linked to the target, each with its id: a child (an
+        interview of the application to withdraw, for a rule over its scheduled interviews; in id order)
+        or the parent a foreign key names (the patron of the loan to renew, for a rule over the patron's
+        fines)."""
         focus = self.ctx.focus(tool)
-        if focus is None:
+        table = self.spec.table(focus[1]) if focus is not None else None
+        if focus is None or table is None:
             return []
+        target = scratch.row(focus[1], args[focus[0]]) or {}
+        parents = {c.foreign_key.split(".")[0]: target.get(c.name) for c in table.columns if c.foreign_key}
         out = []
         for other in self.ctx.goal_tools:
-            near = self.ctx.focus(other)
-            link = self.ctx.parent_link(near[1]) if near is not None and other.name in lifting else None
-            if near is None or link is None or link[1] != focus[1]:
+            near = self.ctx.focus(other) if other.name in lifting else None
+            if near is None:
                 continue
-            for child in sorted(r["id"] for r in scratch.rows(near[1]) if r.get(link[0]) == args[focus[0]]):
-                out.append((other, {near[0]: child}))
+            link = self.ctx.parent_link(near[1])
+            if link is not None and link[1] == focus[1]:
+                for child in sorted(r["id"] for r in scratch.rows(near[1]) if r.get(link[0]) == args[focus[0]]):
+                    out.append((other, {near[0]: child}))
+            elif parents.get(near[1]) is not None and near[1] not in self.entities:
+                out.append((other, {near[0]: parents[near[1]]}))
         return out
 
     def overwrites(self, scratch: World, tool: ToolSpec, args: dict[str, Any], changed: dict[Any, Any]) -> bool:

@@ -62,6 +62,18 @@ def policy_rules(ctx: DomainContext) -> list[tuple[PolicyRule, ToolSpec]]:
             for n in r.tools if n in goal]
 
 
+def rule_tables(world: World, rule: PolicyRule) -> set[str]:
+    """The tables ``rule``'s condition and exception read (none where the SQL does not parse)."""
+    out: set[str] = set()
+    for sql in (rule.predicate, rule.unless):
+        if sql:
+            try:
+                out |= analyze_sql(world.conn, sql).tables_read
+            except sqlite3.Error:
+                pass
+    return out
+
+
 class RuledStart(NamedTuple):
     """What :meth:`RefusalBuilder.start_on_rule` gives: the rule, the call (on the task's records), the
     task's initial state, a scratch world with the seed chain run, the look-alike density and the
@@ -197,6 +209,9 @@ class RefusalBuilder(TaskBuilder):
         _, (d_lo, d_hi), withheld, _ = LEVELS[level]
         density = self.rng.randint(d_lo, d_hi)
         rule, tool, args = find()
+        focus = self.ctx.focus(tool)
+        if focus is not None:  # the target's clone keeps the children the rule reads
+            self.own_children = {c for c, _ in self.ctx.children(focus[1])} & rule_tables(self.world, rule)
         args = self.place_goal(tool, args, density)
         self.add_evidence(rule, tool, args)
         initial, scratch = self.run_seed_chain()
