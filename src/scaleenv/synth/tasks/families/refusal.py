@@ -6,6 +6,7 @@ call: the policy-ignorant gate plays the gold chain followed by it and must scor
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sqlite3
 from collections.abc import Callable
@@ -67,10 +68,8 @@ def rule_tables(world: World, rule: PolicyRule) -> set[str]:
     out: set[str] = set()
     for sql in (rule.predicate, rule.unless):
         if sql:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 out |= analyze_sql(world.conn, sql).tables_read
-            except sqlite3.Error:
-                pass
     return out
 
 
