@@ -220,6 +220,8 @@ def test_attribute_phrases_read_as_a_person_says_them():
     assert lights is not None
     power = next(c for c in lights.columns if c.name == "power")
     assert qualified("light", power, "on") == "light that is on"  # play round 24: "Turn every on light off"
+    status = next(c for c in context("online_learning").spec.table("submissions").columns if c.name == "status")
+    assert qualified("submission", status, "needs_revision") == "submission that needs revision"  # round 25
     pets = context("pet_care").spec.table("pets")
     assert pets is not None
     assert measure_words(next(c for c in pets.columns if c.name == "weight_kg")) == "weight"

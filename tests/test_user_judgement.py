@@ -206,3 +206,37 @@ def test_an_either_or_question_gets_the_record_meant_not_a_yes():
     reply = scripted_reply(task, spec, f"Shall I go ahead with {other} or {meant}?")
     assert reply.startswith(f"I mean {meant}.") and "Yes, please go ahead." not in reply
     assert "Yes, please go ahead." in scripted_reply(task, spec, f"Shall I go ahead with {meant}? Or is there anything else?")
+
+
+def test_a_which_answer_gives_no_detail_of_a_request_not_yet_said():
+    """Play round 25 (car rental): "Which Uptown branch do you mean?" got "The branch's city is Lake Robert
+    ... The new phone is 555-269-1227", the phone of the next request, not yet said. A gradual user
+    answers with the record's details, not a new value, nor one only a later request holds."""
+    import contextlib
+
+    from synth_helpers import context, scripted_reply
+
+    from scaleenv.synth.tasks.families import generate_task
+    from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+
+    ctx = context("car_rental")
+    checked = 0
+    for attempt in range(80):
+        with contextlib.suppress(TaskRejected):
+            task = generate_task(ctx, 0, attempt, ChainConfig(tier_mix={"hard": 1.0}))
+            goals, known = task.user_profile.goals, task.user_profile.known
+            later = [f for f, v in known.items()
+                     if str(v) in " ".join(goals[1:]) and str(v) not in goals[0] and not f.endswith(" id")
+                     and f not in task.user_profile.identity]  # who the user is, it may always say
+            if len(goals) < 2 or not later:
+                continue
+            task = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"gradual": True})})
+            vocab = Vocabulary(ctx.spec, list(known))
+            nouns = " and ".join(vocab.pairs[f][0][0] for f in later if vocab.pairs[f][0])
+            reply = scripted_reply(task, ctx.spec, f"I see several records of that {nouns}. Which one do you mean?")
+            for f in later:
+                assert str(known[f]) not in reply, (f, reply)
+            checked += 1
+        if checked >= 3:
+            break
+    assert checked >= 1

@@ -205,6 +205,14 @@ class ScriptedUser(User):
     def _hidden(self) -> dict[str, Any]:
         return {w: self.known[w] for w in self.withheld if w not in self.revealed}
 
+    def _unsaid_facts(self) -> set[str]:
+        """The facts whose value only the requests the user has not said yet hold (a gradual user's
+        next request is not told in answer to "which branch do you mean?")."""
+        goals = [str(g) for g in self.goals]
+        said, unsaid = " ".join(goals[: self.progress.said]), " ".join(goals[self.progress.said:])
+        return {f for f, v in self.known.items()
+                if str(v) in unsaid and str(v) not in said and f not in self.identity}  # who it is, it may say
+
     def _spoken(self, index: int, text: str) -> str:
         """Goal number ``index`` as the user says it now: with its slip while that is not put right."""
         slip = self.slip
@@ -325,9 +333,12 @@ class ScriptedUser(User):
                 # the records named before the question ("I see two fixtures. Which one do you mean?";
                 # "four consultations ... Which one should the prescription go on?" is about a consultation),
                 # else in it ("Which Northgate Athletic fixture do you mean?")
+                # (a record's details: not a new value the user wants set, nor one it has not asked for yet)
                 before = agent_text[: agent_text.find(sentence)] if sentence in agent_text else ""
+                unsaid = self._unsaid_facts()
                 for said in (norm(before), norm(sentence)):
                     facts = [f for f in self.known if f not in given and not f.endswith(" id")
+                             and not f.startswith("new ") and f not in unsaid
                              and any(has_phrase(said, n) for n in self.vocab.pairs[f][0])]
                     if facts:
                         break

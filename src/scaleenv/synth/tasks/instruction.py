@@ -322,7 +322,9 @@ def _attribute(goal: Goal, target: EntityRef | None) -> str:
     if words and words[0] in _AGGREGATE_WORDS and " by " in f" {' '.join(words)} ":
         words = " ".join(words).split(" by ")[0].split()  # "sum fare by member": "sum fare"
         words = [*_AGGREGATE_WORDS[words[0]].split(), *words[1:]]
-        return " ".join(words)
+        summed = goal.tool.meta.get("entity") if goal.tool.meta.get("family") == "total" else None
+        # "my total amount on vendor contracts", not "my total amount" (of what: budget, contracts?)
+        return " ".join(words) + (f" on {human(str(summed))}" if summed else "")
     last = answer.split(" ")[-1]
     if re.match(r"^\w+_(on|at|for|date|until|by)$", last):
         words = [*human(answer[: len(answer) - len(last)]).split(), *column_phrase(last).split()]

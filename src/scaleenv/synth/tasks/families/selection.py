@@ -160,11 +160,15 @@ def qualified(noun: str, c: Column, value: Any) -> str:
     if len(words) == 1:
         return f"{said} {noun}"
     if is_state(c):
-        return f"{noun} that is {said}"
+        # "submission that needs revision", not "that is needs revision"
+        return f"{noun} that {said}" if words[0].lower() in _STATE_VERBS else f"{noun} that is {said}"
     if len(words) == 2:
         return f"{'-'.join(words)} {noun}"
     return f"{noun} with {col_words(c)} {said}"
 
+
+_STATE_VERBS = frozenset({"needs", "has", "have", "awaits", "requires", "lacks"})
+"""First words of a state that is a verb phrase already ("needs revision")."""
 
 _GRADE_COLUMNS = frozenset({"priority", "severity", "urgency", "level", "tier", "grade"})
 """Columns whose one-word values grade the record and are said with the column ("high-severity")."""
