@@ -214,10 +214,9 @@ def test_a_which_answer_gives_no_detail_of_a_request_not_yet_said():
     answers with the record's details, not a new value, nor one only a later request holds."""
     import contextlib
 
-    from synth_helpers import context, scripted_reply
-
     from scaleenv.synth.tasks.families import generate_task
     from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+    from synth_helpers import context, scripted_reply
 
     ctx = context("car_rental")
     checked = 0
