@@ -239,3 +239,26 @@ def test_a_which_answer_gives_no_detail_of_a_request_not_yet_said():
         if checked >= 3:
             break
     assert checked >= 1
+
+
+def test_a_report_that_opens_a_go_ahead_question_counts():
+    """Play round 26: "Done: RFL-0038 is now marked picked up. Next, I am about to write a prescription ...
+    Shall I go ahead?" left the pick-up unreported, and the user asked for it again at the end. A quoted
+    plan before the question still reports nothing."""
+    from scaleenv.env.judge import Progress
+    from scaleenv.formats.task import Objective
+
+    def fresh() -> Progress:
+        return Progress([Objective(kind="write", text="Please mark refill RFL-0038 picked up.",
+                                   done_words=["picked up"], subject=["refill order"]),
+                         Objective(kind="write", text="Write a script for albuterol.", done_words=["written"],
+                                   subject=["prescription"])])
+
+    progress = fresh()
+    assert progress.update("Done: RFL-0038 is now marked picked up. Next, I am about to write a prescription "
+                           "for albuterol. Shall I go ahead?")
+    assert progress.done == [True, False]
+    progress = fresh()
+    assert not progress.update("I am about to mark RFL-0038 picked up. Shall I go ahead?")
+    assert not progress.update("Refill order RFL-0038 is ready at Barton Pharmacy; shall I mark it picked up?")
+    assert progress.done == [False, False]

@@ -48,6 +48,9 @@ _INTENT = re.compile(
     r"\b(i|we)\s*('ll|will|would|am going to|'m going to|are going to|plan to|shall|need to|intend to|am about to|"
     r"'m about to)\b|\b(will be|going to|about to)\b", re.IGNORECASE)
 """A plan or a restated request ("I will renew ...", "You'd like ...", "Please change ..."), not a report."""
+_REPORT_OPENING = re.compile(r"\s*(?:all\s+)?done\b[^?]*?[.!](?=\s)", re.IGNORECASE)
+"""A message's opening report ("Done: the refill order is now marked picked up."), up to its first full stop."""
+
 _PLAN = re.compile(
     r"\b(what (i|we)\s*('ll|will|would|am going to|'m going to|are going to|plan to|intend to) do|(my|the) plan|"
     r"here('s| is) what (i|we)\s*('ll|will|would|plan|intend)|the following (steps|changes)|(steps|plan):)", re.IGNORECASE)
@@ -195,7 +198,17 @@ class Progress:
             # quotes ("four consultations, all completed"); but a refusal said
             # beside it ("I cannot open it, because ...") is the answer to that request
             self._refusals(s for s in sentences(agent_text) if not s.rstrip().endswith("?"))
+            # ... except a report the message opens with, before it asks about the next change ("Done: RFL-0038
+            # is now marked picked up. Next, I am about to write ... Shall I go ahead?", play round 26)
+            opening = _REPORT_OPENING.match(agent_text)
+            if opening:
+                self._reports(opening.group(0))
             return sum(self.done) > before
+        self._reports(agent_text)
+        return sum(self.done) > before
+
+    def _reports(self, agent_text: str) -> None:
+        """Mark what the statements of ``agent_text`` report done or answer."""
         planning = False
         for sentence in _clauses(agent_text):
             planning = planning or bool(_PLAN.search(sentence))
@@ -230,7 +243,6 @@ class Progress:
                     named = writes  # "Done." with nothing more specific said
             for i in named:
                 self.done[i] = True
-        return sum(self.done) > before
 
 
 def objectives_of(task: Task) -> list[Objective]:
