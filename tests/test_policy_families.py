@@ -292,6 +292,14 @@ def test_procedure_checks_read_identity_and_confirmation_from_the_conversation()
                     _call(5, "send_message_to_user", {"message": "Shall I go ahead?"}),
                     {"role": "tool", "tool_call_id": "c5", "content": "Sure, go ahead."}, _call(1, write, {}), _ok(1)]
     assert procedure_checks(task, spec, tool_channel) == [(IDENTITY, True), (CONFIRMATION, True)]
+    # play round 26: a go-ahead asked for without a question mark is still asked ("... (yes/no).")
+    plain = {"role": "assistant", "content": "I will make the change; please confirm that I may go ahead (yes/no)."}
+    stated = [opening, _call(0, search, {"full_name": name}), _ok(0), plain, yes, _call(1, write, {}), _ok(1)]
+    assert procedure_checks(task, spec, stated) == [(IDENTITY, True), (CONFIRMATION, True)]
+    # a statement that asks nothing, answered by a "yes" the user volunteers, is no go-ahead
+    told_only = {"role": "assistant", "content": "I will make the change now."}
+    unasked = [opening, _call(0, search, {"full_name": name}), _ok(0), told_only, yes, _call(1, write, {}), _ok(1)]
+    assert dict(procedure_checks(task, spec, unasked))[CONFIRMATION] is False
 
 
 class _Hasty(OracleAgent):

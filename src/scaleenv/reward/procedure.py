@@ -219,6 +219,13 @@ def names_write(proposal: str, args: object) -> bool:
     return False
 
 
+_ASKS_CONSENT = re.compile(
+    r"\b(please confirm|confirm (that|whether|if)|yes\s*/\s*no|yes or no|let me know if (i|you|that|this)|"
+    r"may i (go ahead|proceed)|reply (with )?yes|say yes|(your|a) (yes|go-ahead|ok|okay|consent|permission))\b",
+    re.IGNORECASE)
+"""A request for the user's go-ahead said without a question mark ("please confirm ... (yes/no).")."""
+
+
 def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
     need = {id(e) for e in covered}
     asked = confirmed = False
@@ -227,7 +234,7 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
     last_turn = -1
     for ev in evs:
         if ev.kind == "agent":
-            asked = asked or "?" in ev.text
+            asked = asked or "?" in ev.text or bool(_ASKS_CONSENT.search(ev.text))
             said_since.append(ev.text)
         elif ev.kind == "user":
             if asked:  # any other answer to the question revokes a yes
