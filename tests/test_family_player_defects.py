@@ -421,3 +421,20 @@ def test_a_phrasing_that_calls_a_record_me_is_said_only_by_that_person():
     assert not _speaks_as_other(phrasing, literal,
                                 EntityRef(table="customers", singular="customer", row={"id": "CUS-0023"}))
     assert not _speaks_as_other("Cancel shipment {shipment_id}.", goal, courier)
+
+
+def test_the_speaker_is_not_the_subject_of_a_third_person_phrasing():
+    """Play round 26 (express logistics): "driver my account (Douglas Frederick) has finished the shift, mark
+    them off duty"; the fallback then read "please go off duty my account". A phrasing whose slot is the
+    subject of a verb for someone else is not used for the speaker, who asks to be marked off duty."""
+    goals = []
+    for attempt in range(120):
+        with contextlib.suppress(TaskRejected):
+            task = generate_task(context("express_logistics"), 0, attempt,
+                                 ChainConfig(family_mix={"conditional": 1.0, "direct": 1.0}))
+            goals += [g for g in task.user_profile.goals if "off duty" in g]
+    assert goals
+    for goal in goals:
+        assert not re.search(r"\b(driver|courier) my account\b|off duty my account|my account \([^)]*\) (has|is)\b",
+                             goal), goal
+    assert any("mark me as off duty" in g for g in goals)

@@ -262,6 +262,11 @@ _VERB_END = re.compile(r"[a-z]\s*$")  # after a verb mid-sentence ("retire playe
 _PREPOSITION_END = re.compile(r"\b(for|to|from|with|by|behalf of)\s*$", re.IGNORECASE)
 
 
+_SUBJECT_OF_ONE = re.compile(r"\s+(\w+\s+)?(is|was|has|does|isn't|wasn't|hasn't|doesn't|needs|wants|keeps|"
+                             r"can't|cannot|won't)\b", re.IGNORECASE)
+"""A verb for a third person right after a slot: the slot is its subject ("{courier_id} has finished")."""
+
+
 def said_once(sentences: list[str]) -> list[str]:
     """The goal sentences with each parenthesis said only the first time: "rent TTL-0037 for my
     profile", not a second "(Stephanie, email s.white@example.com)" in the same request."""
@@ -290,6 +295,8 @@ def _fill(template: str, slots: dict[str, Any], spec: DomainSpec | None = None,
         if val is None:
             return None
         if isinstance(val, EntityRef):
+            if val is me and _SUBJECT_OF_ONE.match(template[m.end():]):
+                return None  # "Driver {courier_id} has finished the shift" is no sentence about the speaker
             out.append(_render(val, "".join(out), m.group(1) == val.singular, spec, me, out,
                                template[m.end():]))
         elif _is_prose(val) and template[m.start() - 1 : m.start()] not in ("'", '"'):
@@ -412,6 +419,9 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
         if verb.startswith("mark ") or verb.startswith("set "):  # "mark lost": "mark the loan ... as lost"
             head, rest = verb.split(" ", 1)
             return polish(f"Please {head} {what} as {rest}" + (f" ({details})." if details else "."))
+        to = human(str(tool.meta.get("to") or ""))
+        if mine and to:  # "please mark me as off duty", not "please go off duty my account"
+            return polish(f"Please mark me as {to}" + (f" ({details})." if details else "."))
         return polish(f"Please {verb} {what}" + (f" ({details})." if details else "."))
     first = re.split(r"(?<=[a-z])\. ", tool.description.strip())[0].rstrip(".")
     return polish(f"{first} for {what}" + (f" ({details})." if details else "."))
