@@ -116,3 +116,17 @@ def test_asked_for_their_own_e_mail_the_user_never_gives_the_new_members():
     assert vocab.asked("And the phone of the new member?") == ["new member phone"]
     assert vocab.statement("new member email", "a@b.example", ["member full name"]) == \
         "The new member's email is a@b.example."
+
+
+def test_an_e_mail_address_asked_for_is_not_a_street_address():
+    """Play round 26 (express logistics): "Could you give me the e-mail address on your account?" got
+    "My email is ... My destination's address is 25364 Wheeler Mount", a later request's address."""
+    from synth_helpers import context
+
+    from scaleenv.env.vocabulary import Vocabulary
+
+    vocab = Vocabulary(context("express_logistics").spec, ["customer email", "destination address"])
+    for question in ("Could you give me the e-mail address on your account?", "What is your email address?",
+                     "Can you confirm your E-Mail address?"):
+        assert vocab.asked(question) == ["customer email"], question
+    assert vocab.asked("What is the destination address?") == ["destination address"]

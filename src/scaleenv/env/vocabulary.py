@@ -247,6 +247,7 @@ class Vocabulary:
         return f"{said[0].upper()}{said[1:]} is {value}."
 
     def _asked(self, s: str) -> list[str]:
+        s = re.sub(r"\be mail\b", "email", s)  # "e-mail address" is one word's address, not an "address" of its own
         matched = {f: [a for a in self.aliases[f] if has_phrase(s, a) and (a not in GENERIC or _bare(s, a))]
                    for f in self.facts}
         matched = {f: m for f, m in matched.items() if m}
