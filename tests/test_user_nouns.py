@@ -121,9 +121,8 @@ def test_asked_for_their_own_e_mail_the_user_never_gives_the_new_members():
 def test_an_e_mail_address_asked_for_is_not_a_street_address():
     """Play round 26 (express logistics): "Could you give me the e-mail address on your account?" got
     "My email is ... My destination's address is 25364 Wheeler Mount", a later request's address."""
-    from synth_helpers import context
-
     from scaleenv.env.vocabulary import Vocabulary
+    from synth_helpers import context
 
     vocab = Vocabulary(context("express_logistics").spec, ["customer email", "destination address"])
     for question in ("Could you give me the e-mail address on your account?", "What is your email address?",
