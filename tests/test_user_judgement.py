@@ -206,6 +206,9 @@ def test_an_either_or_question_gets_the_record_meant_not_a_yes():
     reply = scripted_reply(task, spec, f"Shall I go ahead with {other} or {meant}?")
     assert reply.startswith(f"I mean {meant}.") and "Yes, please go ahead." not in reply
     assert "Yes, please go ahead." in scripted_reply(task, spec, f"Shall I go ahead with {meant}? Or is there anything else?")
+    # an "or" in a dictated text beside two ids is no choice (the oracle's own go-ahead question, default build)
+    listed = f"Shall I go ahead with: cancel {other}; update {meant} (new_description Or summer position somebody.)?"
+    assert scripted_reply(task, spec, listed).startswith("Yes, please go ahead.")
 
 
 def test_a_which_answer_gives_no_detail_of_a_request_not_yet_said():

@@ -113,8 +113,10 @@ _CLARIFY = re.compile(
     r"could you clarify|can you clarify|please clarify|what should i do|how would you like me to)\b", re.IGNORECASE)
 """A question asking what the user wants done: the user says its open requests again."""
 
-_EITHER_OR = re.compile(r"\bor\b(?!\s+(?:not|no)\b)(?<!yes or)", re.IGNORECASE)
-"""A choice between things ("FXT-0051 or FXT-0052?"), not "yes or no" nor "or not"."""
+_EITHER_OR = re.compile(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b[^?.;]{0,40}?\bor\s+(?:[\w-]+\s+){0,3}?[A-Za-z][A-Za-z0-9]*-\d+\b",
+                        re.IGNORECASE)
+"""A choice between records ("FXT-0051 or FXT-0052?", "OFR-0061, or the bid OFR-0062?"); not an "or" in a
+dictated text beside ids ("new description: Or summer position somebody.")."""
 
 _WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
                   r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
@@ -294,8 +296,7 @@ class ScriptedUser(User):
                 else:
                     unknown = True
                 continue
-            if is_action_confirmation(sentence) and not decisions and _EITHER_OR.search(sentence) \
-                    and len({r.upper() for r in RECORD_ID.findall(sentence)}) > 1:
+            if is_action_confirmation(sentence) and not decisions and _EITHER_OR.search(sentence):
                 # "Shall I cancel FXT-0051 or FXT-0052?" is no yes/no question: the one the user means, if it
                 # knows its id, else what it asked for again ("shall I go ahead, or change something?" is one)
                 ids = {str(v).upper() for v in self.known.values() if isinstance(v, str) and RECORD_ID.fullmatch(v)}
