@@ -113,7 +113,7 @@ _CLARIFY = re.compile(
     r"could you clarify|can you clarify|please clarify|what should i do|how would you like me to)\b", re.IGNORECASE)
 """A question asking what the user wants done: the user says its open requests again."""
 
-_EITHER_OR = re.compile(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b[^?.;]{0,40}?\bor\s+(?:[\w-]+\s+){0,3}?[A-Za-z][A-Za-z0-9]*-\d+\b",
+_EITHER_OR = re.compile(RECORD_ID.pattern + r"[^?.;]{0,40}?\bor\s+(?:[\w-]+\s+){0,3}?" + RECORD_ID.pattern,
                         re.IGNORECASE)
 """A choice between records ("FXT-0051 or FXT-0052?", "OFR-0061, or the bid OFR-0062?"); not an "or" in a
 dictated text beside ids ("new description: Or summer position somebody.")."""

@@ -262,9 +262,13 @@ _VERB_END = re.compile(r"[a-z]\s*$")  # after a verb mid-sentence ("retire playe
 _PREPOSITION_END = re.compile(r"\b(for|to|from|with|by|behalf of)\s*$", re.IGNORECASE)
 
 
-_SUBJECT_OF_ONE = re.compile(r"\s+(\w+\s+)?(is|was|has|does|isn't|wasn't|hasn't|doesn't|needs|wants|keeps|"
-                             r"can't|cannot|won't)\b", re.IGNORECASE)
-"""A verb for a third person right after a slot: the slot is its subject ("{courier_id} has finished")."""
+SINGULAR_VERBS = r"(?:is|was|has|does|isn't|wasn't|hasn't|doesn't|keeps|needs|wants|breaks|belongs|looks|seems|" \
+                 r"takes|goes|works|costs|runs|stays|sits|comes|starts|ends|expires|fails|can't|cannot|won't|" \
+                 r"couldn't)(?!\w)"
+"""Verbs for one third person or record: a phrasing that makes its slot their subject ("{courier_id} has
+finished the shift", "{task_id} is stuck") is said neither of the speaker nor of a set of records."""
+_SUBJECT_OF_ONE = re.compile(r"\s+(\w+\s+)?" + SINGULAR_VERBS, re.IGNORECASE)
+"""A verb for a third person right after a slot: the slot is its subject."""
 
 
 def said_once(sentences: list[str]) -> list[str]:

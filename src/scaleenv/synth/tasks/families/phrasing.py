@@ -10,6 +10,7 @@ import re
 from scaleenv.env.language import article, polish, spoken
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.synth.tasks.instruction import (
+    SINGULAR_VERBS,
     EntityRef,
     Goal,
     _attribute,
@@ -62,12 +63,6 @@ _WANTING = {"want", "need", "like", "love", "have", "going", "trying", "wish", "
 """Words before an infinitive's "to" ("I want to switch {member}"): the verb after it is no noun to cut."""
 
 
-_SINGULAR = r"(?:is|was|has|does|isn't|wasn't|hasn't|doesn't|keeps|needs|breaks|belongs|looks|seems|takes|goes|" \
-            r"works|costs|runs|stays|sits|comes|starts|ends|expires|fails|can't|cannot|won't|couldn't)(?!\w)"
-"""Verbs that agree with one record: a phrasing that makes its slot (or ``it``) their subject reads
-wrongly of a set ("every todo task ... is stuck", "them breaks the rules", "each of them can't make it")."""
-
-
 _RECORD_NOUNS = frozenset({"request", "record", "entry", "item", "booking", "reservation", "order", "ticket", "number",
                            "id"})
 """Nouns a phrasing puts before its slot that say the record's kind ("Approve follow request {id}")."""
@@ -77,9 +72,9 @@ def _fits_a_set(template: str, names: set[str]) -> bool:
     """Whether ``template`` can be said of several records: its target slot is no subject of a verb
     for one record, nor is an ``it`` that stands for the target."""
     for m in re.finditer(r"\{(\w+)\}", template):
-        if m.group(1) in names and re.match(r"\s+(\w+\s+)?" + _SINGULAR, template[m.end():], re.IGNORECASE):
+        if m.group(1) in names and re.match(r"\s+(\w+\s+)?" + SINGULAR_VERBS, template[m.end():], re.IGNORECASE):
             return False
-    return not re.search(r"\bit\s+" + _SINGULAR, template, re.IGNORECASE)
+    return not re.search(r"\bit\s+" + SINGULAR_VERBS, template, re.IGNORECASE)
 
 
 def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],

@@ -65,12 +65,10 @@ def policy_rules(ctx: DomainContext) -> list[tuple[PolicyRule, ToolSpec]]:
 
 def rule_tables(world: World, rule: PolicyRule) -> set[str]:
     """The tables ``rule``'s condition and exception read (none where the SQL does not parse)."""
-    out: set[str] = set()
-    for sql in (rule.predicate, rule.unless):
-        if sql:
-            with contextlib.suppress(sqlite3.Error):
-                out |= analyze_sql(world.conn, sql).tables_read
-    return out
+    if rule.predicate is not None:  # the predicate holds the exception too
+        with contextlib.suppress(sqlite3.Error):
+            return set(analyze_sql(world.conn, rule.predicate).tables_read)
+    return set()
 
 
 class RuledStart(NamedTuple):
