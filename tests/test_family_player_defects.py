@@ -438,3 +438,44 @@ def test_the_speaker_is_not_the_subject_of_a_third_person_phrasing():
         assert not re.search(r"\b(driver|courier) my account\b|off duty my account|my account \([^)]*\) (has|is)\b",
                              goal), goal
     assert any("mark me as off duty" in g for g in goals)
+
+
+# --- a conditional names its record once (round 25: "my invoice status open at my appointment ..." three times) ----
+
+def test_a_branch_calls_the_record_the_condition_named_it():
+    from scaleenv.synth.tasks.families.conditional import as_it
+    from scaleenv.synth.tasks.instruction import EntityRef
+
+    visit = EntityRef(table="appointments", singular="appointment", row={"id": "APT-1"},
+                      by={"scheduled_at": "2025-12-17T19:00:00"})
+    invoice = EntityRef(table="invoices", singular="invoice", row={"id": "INV-1", "status": "open"},
+                        by={"status": "open"}, within=visit)
+    at = "at my appointment scheduled time 2025-12-17T19:00:00"
+    assert as_it(f"Invoice status open {at} was issued by mistake, please void it", invoice) == \
+        "it was issued by mistake, please void it"
+    assert as_it(f"please put a payment of $105.5 on bill status open {at}", invoice) == "please put a payment of $105.5 on it"
+    listing = EntityRef(table="listings", singular="listing", row={"id": "LST-0073"})
+    assert as_it("I decided to keep it; take down my ad LST-0073", listing) == "I decided to keep it; take it down"
+    # a verb before a bare id stays, and so does a record found under this one
+    assert as_it("reopen LST-0073; withdraw my offer 100 at listing LST-0073", listing) == \
+        "reopen LST-0073; withdraw my offer 100 at listing LST-0073"
+    lamp = EntityRef(table="lights", singular="light", row={"id": "L1", "name": "Desk Lamp"}, by={"name": "Desk Lamp"},
+                     display="name", owner_word="the")
+    assert as_it("Turn off light Desk Lamp, please", lamp) == "Turn it off, please"
+    assert as_it("please change the brightness of the light Desk Lamp to 20", lamp) == "please change its brightness to 20"
+
+
+@pytest.mark.parametrize("name", ["pet_care", "smart_home", "second_hand_marketplace"])
+def test_conditional_requests_name_their_record_in_the_condition_only(name):
+    tasks = family_tasks(name, "conditional", 6)
+    assert len(tasks) >= 4
+    for task in tasks:
+        sentence = next(g for g in task.user_profile.goals if g.startswith("If "))
+        condition, _, branches = sentence.partition(" is at least ") if " is at least " in sentence \
+            else sentence.partition(" are at least ")
+        named = re.search(r"\b(?:of|my) (.+)$", condition.removeprefix("If "))
+        assert named is not None, sentence
+        record = named.group(1)
+        if record.startswith(("my ", "the ")) or " " in record:
+            assert record not in branches, sentence
+        assert "?;" not in sentence and "?." not in sentence, sentence

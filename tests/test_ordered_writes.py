@@ -245,3 +245,60 @@ def test_a_step_on_the_targets_parent_is_an_enabling_option():
     name, loan, options = next(s for s in seen if s[0] in ("renew_loan", "extend_loan"))
     assert loan is not None and [(t.name, a) for t, a in options] == [(options[0][0].name, {"patron_id": loan["patron_id"]})]
     assert options[0][0].name in ("pay_fine", "settle_fines")
+
+
+def test_an_application_has_one_interview_scheduled_and_a_later_one_today_is_not_yet_held():
+    """job seeking: the next round is set once the last has taken place (the seeder and the scheduling tool
+    keep it), and an interview set for later today cannot be completed yet (the tool's clock check reads
+    the time, as the world's invariant does, not only the day)."""
+    from scaleenv.errors import ToolError
+    from scaleenv.world.world import World
+
+    ctx = context("job_seeking")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    per_application = world.conn.execute(
+        "SELECT application_id, COUNT(*) FROM interviews WHERE status = 'scheduled' GROUP BY application_id "
+        "HAVING COUNT(*) > 1").fetchall()
+    assert per_application == []
+    app_id, = world.conn.execute(
+        "SELECT application_id FROM interviews i JOIN applications a ON a.id = i.application_id "
+        "WHERE i.status = 'scheduled' AND a.status = 'interviewing' ORDER BY 1 LIMIT 1").fetchone()
+    schedule = next(t for t in ctx.spec.tools if any(e.startswith("INSERT INTO interviews") for e in t.effects))
+    with pytest.raises(ToolError, match="already has an interview scheduled"):
+        run_tool(world, schedule, {"application_id": app_id, "round": "final", "scheduled_at": "2026-09-01T10:00:00",
+                                   "interviewer": "Ann Lee"})
+    now = world.clock
+    later_today = now[:10] + "T23:30:00"
+    interview, = world.conn.execute("SELECT id FROM interviews WHERE application_id = ? AND status = 'scheduled'",
+                                    (app_id,)).fetchone()
+    world.conn.execute("UPDATE interviews SET scheduled_at = ? WHERE id = ?", (later_today, interview))
+    complete = next(t for t in ctx.spec.tools if t.meta.get("entity") == "interviews" and t.meta.get("to") == "completed")
+    with pytest.raises(ToolError, match="now or earlier"):
+        run_tool(world, complete, {"interview_id": interview})
+    world.conn.execute("UPDATE interviews SET scheduled_at = ? WHERE id = ?", (now[:10] + "T00:30:00", interview))
+    assert run_tool(world, complete, {"interview_id": interview})["status"] == "completed"  # type: ignore[index]
+
+
+def test_job_seeking_hosts_enabled_tasks_whose_enabling_step_is_itself_allowed():
+    """A target that also broke a second rule (an offered application) stays forbidden once the first is
+    lifted, and a cancellation the late-cancellation rule forbids lifts nothing: the enabler is one allowed
+    change, and the task's gates all pass."""
+    from scaleenv.tools.policy import broken_rules
+    from scaleenv.world.patch import apply_patch
+    from scaleenv.world.world import World
+
+    ctx = context("job_seeking")
+    tasks = domain_tasks("job_seeking", "enabled", 3)
+    assert len(tasks) == 3
+    for task in tasks:
+        (first, then), = task.ordered
+        world = World.from_snapshot(ctx.spec, ctx.base)
+        apply_patch(world, task.initial_patch)
+        outputs: list = []
+        for i, call in enumerate(task.gold_chain):
+            tool = ctx.spec.tool(call.tool)
+            assert tool is not None
+            args = resolve_args(call, outputs, i)
+            if i in (first, then):
+                assert broken_rules(world, ctx.spec, tool, args) == [], (task.id, call.tool)
+            outputs.append(run_tool(world, tool, args))

@@ -620,6 +620,12 @@ def _clock_contracts(ent: Entity, column: str, value: str, states: list[str] | N
             generated["clock_now"] = Generated(kind="now")
             cond = f"{value} IS NULL OR datetime({value}) >= datetime(:clock_now)"
             word = "now or later"
+        elif op == "<=" and _col(ent, column).type == "datetime":
+            # a past state's time has come (an interview set for 19:30 today is not completed at 09:00),
+            # as the world's invariant reads it
+            generated["clock_now"] = Generated(kind="now")
+            cond = f"{value} IS NULL OR datetime({value}) <= datetime(:clock_now)"
+            word = "now or earlier"
         else:
             generated["clock_today"] = Generated(kind="today")
             cond = f"{value} IS NULL OR substr({value}, 1, 10) {op} :clock_today"

@@ -17,7 +17,7 @@ from scaleenv.formats.task import Objective, Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.selection import measure_words, plural_measure
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
-from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, is_person
+from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, exempt_columns
 from scaleenv.tools.policy import broken_rules
@@ -45,6 +45,40 @@ def _nice(v: float, integer: bool) -> float:
     if v >= 20 or integer:
         return float(round(v))
     return round(v, 1)
+
+
+_PARTICLE = re.compile(r"\b(turn|switch|take|put|set|pull|hand|give|send|call|write|mark|shut|close) "
+                       r"(off|on|down|up|back|out|in|over|away) it\b", re.IGNORECASE)
+
+
+def names_of(ref: EntityRef) -> list[str]:
+    """Patterns for the ways a branch's text may name ``ref``, longest first: its full description, its
+    noun with its facts (and the record it is found under, parentheses left out), and a determiner with
+    another noun before those facts where they are specific ("my ad LST-0073", "the lowball bid 221 at
+    listing LST-0074")."""
+    noun = human(ref.singular)
+    own = ref.short()
+    rests = {own.removeprefix(noun + " ") if own.lower().startswith(noun.lower() + " ") else own}
+    if ref.within is not None:
+        under = ref.within.describe()
+        rests |= {f"{ref._own()} at {within}" for within in (under, re.sub(r"\s*\([^()]*\)$", "", under))}
+    names = {re.escape(ref.describe())} | {re.escape(f"{noun} {rest}") for rest in rests}
+    names |= {rf"(?:my|the|our|your) (?:[a-z]+ ){{1,2}}?{re.escape(rest)}" for rest in rests
+              if re.search(r"\d", rest) or len(rest) >= 12}
+    # another noun alone before facts that name the record: "on bill status open at ...", "towards contract from 2026-05-06"
+    names |= {rf"[a-z]+ {re.escape(rest)}" for rest in rests if " at " in rest or rest.startswith("from ")}
+    return sorted(names, key=len, reverse=True)
+
+
+def as_it(text: str, ref: EntityRef) -> str:
+    """``text`` with ``ref`` named as "it" (the condition before it has just named the record): "If the
+    amount of my invoice INV-0012 is at least 140, void it; otherwise, put a payment of 105 on it"."""
+    for name in names_of(ref):
+        # not where another record is found under it ("my offer 100 at listing LST-0073")
+        text = re.sub(rf"(?<!\bat )(?:\b(?:my|the|our|your) )?\b{name}(?![\w-])", "it", text, flags=re.IGNORECASE)
+    text = re.sub(r"\bthe ([a-z]+(?: [a-z]+)?) of it\b", r"its \1", text)  # "the notes of it" -> "its notes"
+    text = re.sub(r", it(?=[;.]|$)", "", text)  # "release the venue we had on hold, it" (an appositive)
+    return _PARTICLE.sub(r"\1 it \2", text)  # "turn off it" -> "turn it off"
 
 
 def _body(sentences: list[str]) -> str:
@@ -195,13 +229,16 @@ class ConditionalBuilder(TaskBuilder):
         i = next(j for j, g in enumerate(self.goals) if g is self.branches[0])
         k = next(j for j, g in enumerate(self.goals) if g is self.branches[1])
         old = list(profile["goals"])
-        when, otherwise = old[i].rstrip("."), old[k].rstrip(".")
+        when, otherwise = old[i].rstrip(".?!"), old[k].rstrip(".!")
         ref = self.entities[self.condition_table]
         if root is not None and ref is root and is_person(self.spec, root):  # the user's own record: "my balance"
             condition = self.condition.replace("{the}", "my").replace("{of}", "")
         else:
             condition = self.condition.replace("{the}", "the").replace("{of}", " of " + ref.describe())
-        sentence = f"If {condition}, {_lower_first(when)}; otherwise, {_lower_first(otherwise)}."
+        if not is_person(self.spec, ref):
+            when, otherwise = as_it(when, ref), as_it(otherwise, ref)
+        end = "" if otherwise.endswith("?") else "."  # "otherwise, could you book it for Friday?"
+        sentence = f"If {condition}, {_lower_first(when)}; otherwise, {_lower_first(otherwise)}{end}"
         sentence = re.sub(r"\bmy my\b", "my", sentence)
         objectives = [Objective.model_validate(o) for o in profile["objectives"]]
         a, b = objectives[i], objectives[k]

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from scaleenv.errors import ToolError
-from scaleenv.formats.domain import PolicyRule, ToolSpec
+from scaleenv.formats.domain import DomainSpec, PolicyRule, ToolSpec
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
 from scaleenv.synth.tasks.generate import TaskRejected
@@ -76,7 +76,14 @@ class EnabledBuilder(RefusalBuilder):
     def find_violation(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
         """A call that breaks a rule some business step could lift (see :func:`lifting_tools`)."""
         options = [(r, t) for r, t in policy_rules(self.ctx) if lifting_tools(self.ctx, r)]
-        return self.find_call(options, broken_rules, Reason.NO_POLICY_VIOLATION)
+
+        def alone(world: World, spec: DomainSpec, tool: ToolSpec, args: dict[str, Any]) -> list[PolicyRule]:
+            # a call that breaks a second rule too stays forbidden once the first is lifted (an application
+            # with an interview scheduled that has also reached the offer stage)
+            broken = broken_rules(world, spec, tool, args)
+            return broken if len(broken) == 1 else []
+
+        return self.find_call(options, alone, Reason.NO_POLICY_VIOLATION)
 
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         level = self.tier = self.pick_level()
@@ -108,9 +115,9 @@ class EnabledBuilder(RefusalBuilder):
             for _ in range(DRAWS):
                 drawn = sampler.satisfying_args(other, attempts=3, fixed=fixed)
                 trimmed = self.trim_args(other, drawn) if drawn is not None else None
-                if trimmed is None or self.exempt_input(other, trimmed) or not self.lifts(scratch, other, trimmed,
-                                                                                         tool, args):
-                    continue
+                if trimmed is None or self.exempt_input(other, trimmed) or broken_rules(scratch, self.spec, other, trimmed) \
+                        or not self.lifts(scratch, other, trimmed, tool, args):
+                    continue  # the step is itself allowed, and lifts the rule
                 pre = scratch.snapshot()
                 changed = self.observable_effect(scratch, other, trimmed)
                 if changed is None:
