@@ -302,3 +302,43 @@ def test_job_seeking_hosts_enabled_tasks_whose_enabling_step_is_itself_allowed()
             if i in (first, then):
                 assert broken_rules(world, ctx.spec, tool, args) == [], (task.id, call.tool)
             outputs.append(run_tool(world, tool, args))
+
+
+def test_a_change_the_ending_needs_first_is_a_step_not_waste():
+    """entertainment: "cancel my profile, then pay what's left in my wallet back to my card". With more than
+    12 dollars in the wallet the cancellation is forbidden, so the refund comes first and is no waste; the
+    same refund beside a cancellation that does not need it still is."""
+    from scaleenv.synth.tasks.validity import wasted_requests
+
+    ctx = context("entertainment_media_query")
+    tasks = domain_tasks("entertainment_media_query", "enabled", 3)
+    assert len(tasks) == 3
+    for task in tasks:
+        (first, then), = task.ordered
+        refund, cancel = task.gold_chain[first], task.gold_chain[then]
+        assert ctx.spec.tool(refund.tool).effects == ["UPDATE profiles SET wallet_balance = 0 WHERE id = :profile_id"]
+        assert ctx.spec.tool(cancel.tool).meta.get("to") == "cancelled"
+        assert not any(ctx.spec.tool(c.tool).meta.get("entity") == "rentals" for c in task.gold_chain
+                       if c.purpose == "goal"), task.id  # nothing new is started for a profile about to close
+        assert task.verification.gates["reordered"] == 0.0 and task.verification.gates["gold"] == 1.0
+        initial = ctx.base if not task.initial_patch else None
+        if initial is None:
+            from scaleenv.world.patch import apply_patch
+            from scaleenv.world.world import World
+
+            world = World.from_snapshot(ctx.spec, ctx.base)
+            apply_patch(world, task.initial_patch)
+            initial = world.snapshot()
+            world.close()
+        assert wasted_requests(ctx.spec, initial, task.gold_chain, task.ordered) == []
+        assert wasted_requests(ctx.spec, initial, task.gold_chain) != []
+
+
+def test_fitness_members_pay_out_their_balance_before_the_membership_ends():
+    ctx = context("fitness_club")
+    task, = domain_tasks("fitness_club", "enabled", 1)
+    (first, then), = task.ordered
+    assert ctx.spec.tool(task.gold_chain[first].tool).effects == [
+        "UPDATE members SET account_balance = 0 WHERE id = :member_id"]
+    assert ctx.spec.tool(task.gold_chain[then].tool).meta.get("to") == "cancelled"
+    assert "cancel the membership for my account" in task.instruction

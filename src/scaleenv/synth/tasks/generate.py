@@ -777,7 +777,7 @@ class TaskBuilder:
             clash = contradicting_requests(self.spec, initial, self.chain, self.forbidden) if self.forbidden else []
             if clash:
                 raise TaskRejected(Reason.CONTRADICTORY_REQUESTS, clash[0])
-            waste = wasted_requests(self.spec, initial, self.chain)
+            waste = wasted_requests(self.spec, initial, self.chain, self.ordered)
             if waste:
                 raise TaskRejected(Reason.WASTED_REQUEST, waste[0])
         with _stage("user_side"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from scaleenv.errors import ToolError
@@ -210,23 +211,29 @@ def clashes(a: Cell, b: Cell) -> bool:
     return a[0] == b[0] and str(a[1]) == str(b[1]) and (a[2] == b[2] or "*" in (a[2], b[2]))
 
 
-_ENDING = re.compile(r"^(cancell?ed|withdrawn|closed|deleted|voided|terminated|retired|expired|declined|rejected|"
+ENDING = re.compile(r"^(cancell?ed|withdrawn|closed|deleted|voided|terminated|retired|expired|declined|rejected|"
                      r"discontinued|deactivated|revoked|abandoned)$")
+"""The states that end a record: nothing more is done with it after them."""
 _STATE_COLUMN = re.compile(r"(^|_)(status|state)$")
 
 
-def wasted_requests(spec: DomainSpec, initial: bytes, chain: list[Call]) -> list[str]:
+def wasted_requests(spec: DomainSpec, initial: bytes, chain: list[Call],
+                    ordered: Iterable[tuple[int, int]] = ()) -> list[str]:
     """Goals that a later goal of the same request undoes by ending their record: "pay $288.49
     towards every confirmed booking ... switch each of them to tour TOUR-0017 ... please cancel
     each of them" (the payment and the switch of a booking then cancelled), or a record created and
     then cancelled. No customer asks for that; an earlier change of the record's state (put on hold,
-    then cancel) is a procedure, not a waste."""
+    then cancel) is a procedure, not a waste, and so is a change the ending needs first (``ordered``,
+    pairs of chain steps: the wallet paid back to the card, then the profile with money in it closed)."""
     effects, _ = goal_effects(spec, initial, chain)
+    needed = set(ordered)
     out: list[str] = []
-    for j, (_, ender, cells) in enumerate(effects):
+    for j, (end_step, ender, cells) in enumerate(effects):
         ended = {(t, k) for (t, k, c), v in cells.items()
-                 if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and _ENDING.match(v)}
-        for _, name, earlier in effects[:j]:
+                 if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and ENDING.match(v)}
+        for step, name, earlier in effects[:j]:
+            if (step, end_step) in needed:
+                continue
             hit = next(((t, k, c) for (t, k, c), v in earlier.items()
                         if (t, k) in ended and (c == "*" and v is True or c != "*" and not _STATE_COLUMN.search(c))),
                        None)
@@ -285,7 +292,7 @@ def ended_while_edited(refused: dict[Any, Any], edited: dict[Any, Any]) -> tuple
     call's changes) would end: "cancel booking RSV-0074 ... change the special request of RSV-0074"
     reads as two requests no customer makes together."""
     ends = {(t, k) for (t, k, c), v in refused.items()
-            if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and _ENDING.match(v)}
+            if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and ENDING.match(v)}
     return next(((t, k, c) for (t, k, c) in edited if (t, k) in ends and c != "*" and not _STATE_COLUMN.search(c)),
                 None)
 

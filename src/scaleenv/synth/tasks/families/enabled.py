@@ -20,7 +20,7 @@ from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
 from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
-from scaleenv.synth.tasks.validity import call_effect, clashes
+from scaleenv.synth.tasks.validity import ENDING, call_effect, clashes
 from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
@@ -109,9 +109,10 @@ class EnabledBuilder(RefusalBuilder):
         sampler = ArgSampler(scratch, self.rng)
         lifting = {n for rule in self.spec.policy.checks(tool.name) for n in lifting_tools(self.ctx, rule)} \
             if self.spec.policy is not None else set()
+        ends = bool(ENDING.match(str(tool.meta.get("to", ""))))
         for other, fixed in self.more_goal_options() + self.linked_options(scratch, tool, args, lifting):
-            if other.name not in lifting:
-                continue
+            if other.name not in lifting or ends and any(e.lstrip().upper().startswith("INSERT") for e in other.effects):
+                continue  # nothing new is started for a record about to end (a rental on a profile to close)
             for _ in range(DRAWS):
                 drawn = sampler.satisfying_args(other, attempts=3, fixed=fixed)
                 trimmed = self.trim_args(other, drawn) if drawn is not None else None
