@@ -265,3 +265,33 @@ def test_a_report_that_opens_a_go_ahead_question_counts():
     assert not progress.update("I am about to mark RFL-0038 picked up. Shall I go ahead?")
     assert not progress.update("Refill order RFL-0038 is ready at Barton Pharmacy; shall I mark it picked up?")
     assert progress.done == [False, False]
+
+
+@pytest.mark.parametrize("report", [
+    "Done: tomato planting PLT-0064 on field West Block is now marked failed. Anything else?",
+    "PLT-0064 has been marked as failed.",
+    "I have written PLT-0064 off as failed.",
+    'Its status changed to "failed".',
+])
+def test_failed_as_the_state_set_is_a_report_not_a_failure(report):
+    """agriculture_environmental/00023 (round 27): "Done: ... PLT-0064 ... is now marked failed" read as a
+    failure (the word "failed"), so the user asked for the change again and never said its next request."""
+    from scaleenv.env.judge import Progress, says_cannot
+    from scaleenv.formats.task import Objective
+
+    progress = Progress([Objective(kind="write", text="Hail destroyed the growing planting PLT-0064; mark it failed.",
+                                   done_words=["failed", "marked"], subject=["planting"])])
+    progress.update(report)
+    assert progress.finished(), report
+    assert not says_cannot(report)
+
+
+def test_a_change_that_failed_is_still_no_report():
+    from scaleenv.env.judge import Progress, says_cannot
+    from scaleenv.formats.task import Objective
+
+    progress = Progress([Objective(kind="write", text="Hail destroyed the growing planting PLT-0064; mark it failed.",
+                                   done_words=["failed", "marked"], subject=["planting"])])
+    progress.update("Marking planting PLT-0064 has failed; the update did not go through.")
+    assert not progress.finished()
+    assert says_cannot("The update failed.") and says_cannot("The refund has now failed.")

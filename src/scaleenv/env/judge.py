@@ -38,6 +38,17 @@ _FAIL = re.compile(
     r"weren't able|error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
     r"no longer possible|impossible|refused|rejected the request|was not|were not|forbids?|forbidden|not permitted)\b",
     re.IGNORECASE)
+# "failed" as the state a record is put in ("PLT-0064 is now marked failed", "status: failed"), not as news
+# that the change did not go through
+_STATE_WORD = re.compile(r"\b(marked|set|status|state|flagged|recorded|written off|(?:is|are) now|(?:changed|moved|updated) to|as)"
+                         r"(\s+as)?[\s:]+[\"'`]?failed\b", re.IGNORECASE)
+
+
+def _fails(sentence: str) -> bool:
+    """Whether ``sentence`` says something could not be (or was not) done."""
+    return bool(_FAIL.search(_STATE_WORD.sub(r"\1 STATE", sentence)))
+
+
 _BLANKET = re.compile(
     r"\b(your (whole )?requests?|everything|all (of )?(it|that|them|this|your requests?|the changes?|done|set)|"
     r"all done|that's done|both|each of)\b", re.IGNORECASE)
@@ -135,14 +146,14 @@ def asks_to_act(text: str) -> bool:
     is no such question."""
     asked = {r.upper() for s in questions(text) if is_action_confirmation(s) and not offers_alternative(s)
              for r in RECORD_ID.findall(s)}
-    refused = {r.upper() for s in sentences(text) if not is_question(s) and _FAIL.search(s)
+    refused = {r.upper() for s in sentences(text) if not is_question(s) and _fails(s)
                for r in RECORD_ID.findall(s)}
     return bool(asked) and refused <= asked
 
 
 def says_cannot(text: str) -> bool:
     """Whether ``text`` tells the user that something cannot be (or was not) done, outside a question."""
-    return any(_FAIL.search(s) for s in sentences(text) if not s.rstrip().endswith("?"))
+    return any(_fails(s) for s in sentences(text) if not s.rstrip().endswith("?"))
 
 
 def _mentions(sentence_norm: str, phrases: list[str]) -> bool:
@@ -184,7 +195,7 @@ class Progress:
 
     def _refusals(self, said: Iterable[str]) -> None:
         for sentence in said:
-            if _FAIL.search(sentence):
+            if _fails(sentence):
                 for i, o in enumerate(self.objectives[: self.said]):
                     if o.kind == "refusal" and not self.done[i]:
                         self.done[i] = True  # told that (and why) it cannot be done
@@ -214,7 +225,7 @@ class Progress:
             planning = planning or bool(_PLAN.search(sentence))
             if not sentence.rstrip().endswith("?"):
                 self._refusals([sentence])
-            if sentence.rstrip().endswith("?") or _FAIL.search(sentence):
+            if sentence.rstrip().endswith("?") or _fails(sentence):
                 continue
             sentence = _reported(sentence)
             s = norm(sentence)

@@ -353,7 +353,7 @@ class ScriptedUser(User):
                     parts.append("Yes, please go ahead.")
             elif re.search(r"\banything else\b", sentence, re.IGNORECASE):
                 pending = self.recap()
-                parts.append(f"Yes: {pending}" if pending else "No, that's all.")
+                parts.append(f"Yes. {pending}" if pending else "No, that's all.")
             else:
                 unknown = True
         self.revealed.update(f for f in given if f in self.withheld)
