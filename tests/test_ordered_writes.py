@@ -342,3 +342,26 @@ def test_fitness_members_pay_out_their_balance_before_the_membership_ends():
         "UPDATE members SET account_balance = 0 WHERE id = :member_id"]
     assert ctx.spec.tool(task.gold_chain[then].tool).meta.get("to") == "cancelled"
     assert "cancel the membership for my account" in task.instruction
+
+
+def test_moving_a_visit_so_that_it_may_be_cancelled_is_still_a_waste():
+    """The default build of round 27 made "cancel my visit ... Then, can you move it to 2026-07-23?" an
+    enabled task: the reschedule lifts the late-cancellation rule, but only a balance settled to 0 is a step
+    the ending needs; a new time for a visit then cancelled is a waste, ordered or not."""
+    from scaleenv.formats.task import Call
+    from scaleenv.synth.tasks.validity import wasted_requests
+    from scaleenv.world.world import World
+
+    ctx = context("healthcare_telemedicine")
+    cancel = next(t for t in ctx.spec.tools if t.meta.get("entity") == "consultations" and t.meta.get("to") == "cancelled")
+    move = next(t for t in ctx.spec.tools if t.kind == "write" and t.name != cancel.name
+                and any(e.startswith("UPDATE consultations SET scheduled_at") for e in t.effects))
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    visit, = world.conn.execute("SELECT id FROM consultations WHERE status = 'scheduled' ORDER BY scheduled_at DESC "
+                                "LIMIT 1").fetchone()
+    world.close()
+    time_param = next(p.name for p in move.parameters if "time" in p.name or p.name.endswith("_at"))
+    key_of = {t.name: next(p.name for p in t.parameters if p.name.endswith("_id")) for t in (move, cancel)}
+    chain = [Call(tool=move.name, args={key_of[move.name]: visit, time_param: "2026-07-30T10:00:00"}, purpose="goal"),
+             Call(tool=cancel.name, args={key_of[cancel.name]: visit}, purpose="goal")]
+    assert wasted_requests(ctx.spec, ctx.base, chain, [(0, 1)]) != []

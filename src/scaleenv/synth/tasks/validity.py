@@ -223,8 +223,10 @@ def wasted_requests(spec: DomainSpec, initial: bytes, chain: list[Call],
     towards every confirmed booking ... switch each of them to tour TOUR-0017 ... please cancel
     each of them" (the payment and the switch of a booking then cancelled), or a record created and
     then cancelled. No customer asks for that; an earlier change of the record's state (put on hold,
-    then cancel) is a procedure, not a waste, and so is a change the ending needs first (``ordered``,
-    pairs of chain steps: the wallet paid back to the card, then the profile with money in it closed)."""
+    then cancel) is a procedure, not a waste, and so is settling the record's money where the ending needs
+    it first (``ordered``, pairs of chain steps): the wallet paid back to the card, then the profile
+    closed. Moving the record so that the ending is allowed (a visit rescheduled, then cancelled, to get
+    round the late-cancellation rule) is still a waste."""
     effects, _ = goal_effects(spec, initial, chain)
     needed = set(ordered)
     out: list[str] = []
@@ -232,8 +234,9 @@ def wasted_requests(spec: DomainSpec, initial: bytes, chain: list[Call],
         ended = {(t, k) for (t, k, c), v in cells.items()
                  if c == "*" and v is False or _STATE_COLUMN.search(c) and isinstance(v, str) and ENDING.match(v)}
         for step, name, earlier in effects[:j]:
-            if (step, end_step) in needed:
-                continue
+            on_ended = [v for (t, k, _), v in earlier.items() if (t, k) in ended]
+            if (step, end_step) in needed and on_ended and all(v == 0 and not isinstance(v, bool) for v in on_ended):
+                continue  # a balance settled to 0 before the account closes
             hit = next(((t, k, c) for (t, k, c), v in earlier.items()
                         if (t, k) in ended and (c == "*" and v is True or c != "*" and not _STATE_COLUMN.search(c))),
                        None)
