@@ -109,8 +109,7 @@ def test_transitions_and_updates_keep_the_lifecycle_rules() -> None:
 def test_the_seeded_worlds_keep_the_rules_players_found_broken_in_round_27():
     """football: a ticket costs what buy_ticket charges (45 in the stands, 150 in the vip section, less 10
     or 20 percent) and a supporter holds at most 4 for a match; healthcare: a patient is in one consultation
-    at a time; wedding planning: a couple confirms one venue; job seeking: one interview scheduled per
-    application."""
+    at a time; job seeking: one interview scheduled per application."""
     from synth_helpers import context
 
     def rows(domain: str, sql: str) -> list:
@@ -125,7 +124,5 @@ def test_the_seeded_worlds_keep_the_rules_players_found_broken_in_round_27():
                             "HAVING COUNT(*) > 4") == []
     assert rows("healthcare_telemedicine", "SELECT 1 FROM consultations WHERE status = 'in_progress' "
                                            "GROUP BY patient_id HAVING COUNT(*) > 1") == []
-    assert rows("wedding_planning", "SELECT 1 FROM venue_bookings WHERE status IN ('confirmed', 'completed') "
-                                    "GROUP BY couple_id HAVING COUNT(*) > 1") == []
     assert rows("job_seeking", "SELECT 1 FROM interviews WHERE status = 'scheduled' GROUP BY application_id "
                                "HAVING COUNT(*) > 1") == []

@@ -194,7 +194,7 @@ def refusals(tmp_path_factory):
     """football at the expert tier, refusals only: its look-alike tickets differ in price, which the
     refund rule reads."""
     out = tmp_path_factory.mktemp("slips") / "refusals"
-    cfg = BuildConfig(out=out, domains=["football"], tasks_per_domain=12, seed=5, tier_mix={"hard": 1.0},
+    cfg = BuildConfig(out=out, domains=["football"], tasks_per_domain=24, seed=5, tier_mix={"hard": 1.0},
                       family_mix={"refusal": 1.0})
     prepare_out(cfg)
     run_build(cfg)

@@ -32,11 +32,12 @@ DOMAINS = ("airline", "job_seeking", "healthcare_telemedicine")
 
 
 @cache
-def waived_tasks(domain: str, n: int = 2, family: str = "waived", tier: str | None = None) -> tuple[Task, ...]:
+def waived_tasks(domain: str, n: int = 2, family: str = "waived", tier: str | None = None,
+                 attempts: int = 30) -> tuple[Task, ...]:
     ctx = context(domain)
     mix = {tier: 1.0} if tier else None
     out, attempt = [], 0
-    while len(out) < n and attempt < 30 * n:
+    while len(out) < n and attempt < attempts * n:
         with contextlib.suppress(TaskRejected):
             task = generate_task(ctx, 0, attempt, ChainConfig(family_mix={family: 1.0}, tier_mix=mix))
             if task.waived:
@@ -172,7 +173,7 @@ def test_the_family_applies_only_where_a_rule_has_an_exception():
 def test_hard_screened_tasks_mix_a_waived_record_with_a_forbidden_one():
     """healthcare: "cancel every scheduled consultation of mine" covers one within 14 days that is a chat
     (allowed by the exception) and one within 14 days that is not (refused): checking the rule alone fails."""
-    tasks = waived_tasks("healthcare_telemedicine", 1, "screened", "hard")
+    tasks = waived_tasks("healthcare_telemedicine", 1, "screened", "hard", attempts=120)  # one in 90 attempts
     assert tasks
     for task in tasks:
         assert task.forbidden and task.waived
