@@ -277,7 +277,7 @@ def audit_task(task: Task, dom: _DomainAudit, ep: Episode, seed: int, res: Audit
     try:
         for contra in contradicting_requests(spec, init_snap, task.gold_chain, task.forbidden):
             res.add("contradictory_requests", tid, contra)
-        for waste in wasted_requests(spec, init_snap, task.gold_chain, [(a, b) for a, b in task.ordered]):
+        for waste in wasted_requests(spec, init_snap, task.gold_chain, task.ordered):
             res.add("wasted_request", tid, waste)
     except ChainError:
         pass  # reported by the gold gate

@@ -59,9 +59,10 @@ def names_of(ref: EntityRef) -> list[str]:
     noun = human(ref.singular)
     own = ref.short()
     rests = {own.removeprefix(noun + " ") if own.lower().startswith(noun.lower() + " ") else own}
-    if ref.within is not None:
+    if ref.within is not None:  # short() is "<own facts> at <the record it is found under>"
         under = ref.within.describe()
-        rests |= {f"{ref._own()} at {within}" for within in (under, re.sub(r"\s*\([^()]*\)$", "", under))}
+        facts = own.removesuffix(f" at {under}")
+        rests |= {f"{facts} at {under}", f"{facts} at " + re.sub(r"\s*\([^()]*\)$", "", under)}
     names = {re.escape(ref.describe())} | {re.escape(f"{noun} {rest}") for rest in rests}
     names |= {rf"(?:my|the|our|your) (?:[a-z]+ ){{1,2}}?{re.escape(rest)}" for rest in rests
               if re.search(r"\d", rest) or len(rest) >= 12}
