@@ -106,18 +106,19 @@ def test_transitions_and_updates_keep_the_lifecycle_rules() -> None:
     assert check_world(w) == []
 
 
+def rows(domain: str, sql: str) -> list:
+    """``sql`` run on the seeded base world of the catalog domain ``domain`` (seed 0)."""
+    from synth_helpers import context
+
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(context(domain).base)
+    return conn.execute(sql).fetchall()
+
+
 def test_the_seeded_worlds_keep_the_rules_players_found_broken_in_round_27():
     """football: a ticket costs what buy_ticket charges (45 in the stands, 150 in the vip section, less 10
     or 20 percent) and a supporter holds at most 4 for a match; healthcare: a patient is in one consultation
     at a time; job seeking: one interview scheduled per application."""
-    from synth_helpers import context
-
-    def rows(domain: str, sql: str) -> list:
-        ctx = context(domain)
-        conn = sqlite3.connect(":memory:")
-        conn.deserialize(ctx.base)
-        return conn.execute(sql).fetchall()
-
     prices = rows("football", "SELECT section, price FROM tickets")
     assert prices and all(p in ((150.0, 135.0, 120.0) if s == "vip" else (45.0, 40.5, 36.0)) for s, p in prices)
     assert rows("football", "SELECT 1 FROM tickets WHERE status != 'refunded' GROUP BY fixture_id, supporter_id "
@@ -126,3 +127,47 @@ def test_the_seeded_worlds_keep_the_rules_players_found_broken_in_round_27():
                                            "GROUP BY patient_id HAVING COUNT(*) > 1") == []
     assert rows("job_seeking", "SELECT 1 FROM interviews WHERE status = 'scheduled' GROUP BY application_id "
                                "HAVING COUNT(*) > 1") == []
+
+
+def test_the_seeded_worlds_keep_the_rules_players_found_broken_in_round_29():
+    """healthcare: a refill in progress is of an active prescription, one at a time, and a prescription runs
+    365 days (what prescribe_medication writes); express: a parcel costs the tariff; wedding: a booking costs
+    the venue's rate and its deposit is a fifth; stock trading: a market order is filled and open buys fit the
+    cash; pet care: a pet has one appointment at a time; football: a club plays one match a day."""
+    hc = "healthcare_telemedicine"
+    assert rows(hc, "SELECT r.id FROM refill_orders r JOIN prescriptions p ON p.id = r.prescription_id "
+                    "WHERE r.status IN ('pending', 'ready') AND p.status != 'active'") == []
+    assert rows(hc, "SELECT 1 FROM refill_orders WHERE status IN ('pending', 'ready') GROUP BY prescription_id "
+                    "HAVING COUNT(*) > 1") == []
+    assert rows(hc, "SELECT id FROM prescriptions WHERE expires_on != date(prescribed_on, '+365 days')") == []
+    assert rows("express_logistics", "SELECT id FROM shipments WHERE price < ROUND(CASE service_level WHEN "
+                "'standard' THEN 5 + 1.2 * weight_kg WHEN 'express' THEN 9 + 2 * weight_kg ELSE 15 + 3 * weight_kg "
+                "END, 2) - 0.005") == []
+    assert rows("wedding_planning", "SELECT id FROM venue_bookings WHERE ABS(deposit - ROUND(total_price * 0.2, 2)) "
+                                    ">= 0.005") == []
+    assert rows("stock_trading", "SELECT id FROM orders WHERE order_type = 'market' AND status != 'filled'") == []
+    assert rows("stock_trading", "SELECT a.id FROM accounts a JOIN orders o ON o.account_id = a.id WHERE o.side = "
+                "'buy' AND o.status = 'open' GROUP BY a.id HAVING SUM(o.quantity * o.price) > a.cash_balance + 0.005") == []
+    assert rows("pet_care", "SELECT 1 FROM appointments WHERE status IN ('scheduled', 'checked_in') "
+                            "GROUP BY pet_id, scheduled_at HAVING COUNT(*) > 1") == []
+    assert rows("football", "SELECT 1 FROM fixtures WHERE status IN ('scheduled', 'played') "
+                            "GROUP BY club_id, substr(kickoff_at, 1, 10) HAVING COUNT(*) > 1") == []
+
+
+def test_discontinuing_a_prescription_cancels_its_refills_in_progress():
+    """A refill pending at the pharmacy is not left on a prescription the doctor stopped (play round 29)."""
+    from scaleenv.world.world import World
+    from synth_helpers import context
+
+    ctx = context("healthcare_telemedicine")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    rx = world.conn.execute("SELECT r.prescription_id FROM refill_orders r JOIN prescriptions p ON "
+                            "p.id = r.prescription_id WHERE r.status IN ('pending', 'ready') AND p.status = 'active' "
+                            "ORDER BY 1 LIMIT 1").fetchone()[0]
+    tool = ctx.spec.tool("discontinue_prescription") or ctx.spec.tool("stop_prescription")
+    assert tool is not None
+    assert execute_tool(world, tool, {"prescription_id": rx}).ok
+    assert world.conn.execute("SELECT status FROM prescriptions WHERE id = ?", (rx,)).fetchone()[0] == "discontinued"
+    assert {s for (s,) in world.conn.execute("SELECT status FROM refill_orders WHERE prescription_id = ?", (rx,))} \
+        <= {"cancelled", "picked_up"}
+    assert check_world(world) == []

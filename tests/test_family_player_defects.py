@@ -380,7 +380,7 @@ def test_a_new_record_is_asked_for_with_the_record_it_belongs_to():
             continue
         said += [g for g in task.user_profile.goals if re.search(r"\b(add|register) a new\b", g)]
     assert said
-    assert all(re.search(r"\bfor (my account|[a-z]+ \S+)", g) for g in said), said
+    assert all(re.search(r"\bfor (my account|it\b|[a-z]+ \S+)", g) for g in said), said  # "it": a conditional's record
 
 
 def test_a_task_holds_a_reader_of_what_its_policy_rules_decide_on():
@@ -479,3 +479,25 @@ def test_conditional_requests_name_their_record_in_the_condition_only(name):
         if record.startswith(("my ", "the ")) or " " in record:
             assert record not in branches, sentence
         assert "?;" not in sentence and "?." not in sentence, sentence
+
+
+def test_a_bulk_change_says_its_end_state_only_where_the_verb_does_not():
+    """Play round 29: "remove every only-me post of mine so that they are removed", "unspam every read message
+    of mine so that they are inbox", "Don't every draft of mine that is still scheduled later after all"
+    (its "send" cut as a noun of the tool's name), "Please flag spam every inbox message"."""
+    from scaleenv.synth.tasks.families.phrasing import _end_state
+
+    email = {t.name: t for t in context("email_management").spec.tools}
+    social = {t.name: t for t in context("social_media_messaging").spec.tools}
+    assert _end_state(email["unspam_email"], "unspam", "inbox", True) == " so that their folder is inbox"
+    assert _end_state(social["start_review_abuse_report"], "start review", "reviewing", False) == " so that it is reviewing"
+    assert _end_state(social["uphold_abuse_report"], "uphold", "actioned", True) == " so that they are actioned"
+    for tool, verb, to in ((social["purge_post"], "remove", "removed"), (social["hide_post"], "hide", "hidden"),
+                           (email["flag_spam_email"], "flag spam", "spam")):
+        assert _end_state(tool, verb, to, True) == "", (verb, to)
+    said = []
+    for task in family_tasks("email_management", "bulk", 12):
+        said += task.user_profile.goals
+    assert said
+    for goal in said:
+        assert not re.search(r"\bDon't every\b|\bflag spam every\b|so that (they are|it is) (inbox|removed)\b", goal), goal

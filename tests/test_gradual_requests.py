@@ -26,7 +26,10 @@ from synth_helpers import context, family_tasks
 
 
 def _gradual_task(name: str = "pet_care"):
-    task = next(t for t in family_tasks(name, "direct", 10) if len(t.user_profile.goals) >= 2)
+    # changes only ("Done: your request has been completed" answers no question), and no slip (a user who gives
+    # a wrong id first does not say its requests word for word)
+    task = next(t for t in family_tasks(name, "direct", 16) if len(t.user_profile.goals) >= 2
+                and t.user_profile.slip is None and all(o.kind == "write" for o in t.user_profile.objectives))
     return task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"gradual": True})})
 
 

@@ -11,7 +11,7 @@ from scaleenv.env.cache import TaskWorldCache, make_episode
 from scaleenv.env.policies import answer_text
 from scaleenv.formats.task import Task
 from scaleenv.reward.state import RULES_KEPT, compute_reward, with_rules_kept
-from scaleenv.tools.chain import resolve_args
+from scaleenv.tools.chain import ChainError, resolve_args
 from scaleenv.world.world import SnapshotKeys, World, snapshot_keys
 
 
@@ -21,7 +21,11 @@ def play(ep: Any, task: Task, times: int = 1) -> None:
     for _ in range(times):
         outputs: list[Any] = []
         for i, call in enumerate(task.gold_chain):
-            res = ep.call_tool(call.tool, resolve_args(call, outputs, i))
+            try:
+                args = resolve_args(call, outputs, i)
+            except ChainError:  # a second pass finds the record changed ("Cleo" moved to another owner)
+                break
+            res = ep.call_tool(call.tool, args)
             outputs.append(json.loads(res.output) if res.ok else {})
     text = answer_text(task)
     if text:

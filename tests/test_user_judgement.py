@@ -127,7 +127,9 @@ def test_a_new_time_for_a_future_state_lies_ahead_of_the_clock():
 
     ctx = context("football")
     tool = ctx.spec.tool("register_fixture")
-    club = World.from_snapshot(ctx.spec, ctx.base).conn.execute("SELECT id FROM clubs ORDER BY id").fetchone()[0]
+    club = World.from_snapshot(ctx.spec, ctx.base).conn.execute(  # free those days: a club plays one match a day
+        "SELECT id FROM clubs c WHERE NOT EXISTS (SELECT 1 FROM fixtures f WHERE f.club_id = c.id AND "
+        "substr(f.kickoff_at, 1, 10) IN ('2026-06-15', '2026-06-17')) ORDER BY id").fetchone()[0]
     args = {"club_id": club, "opponent": "Redhill City", "competition": "league", "venue": "away"}
     for when, ok in (("2026-06-15T07:30:00", False), ("2026-06-15T10:00:00", True), ("2026-06-17T10:00:00", True)):
         world = World.from_snapshot(ctx.spec, ctx.base)
@@ -229,7 +231,8 @@ def test_a_which_answer_gives_no_detail_of_a_request_not_yet_said():
             goals, known = task.user_profile.goals, task.user_profile.known
             later = [f for f, v in known.items()
                      if str(v) in " ".join(goals[1:]) and str(v) not in goals[0] and not f.endswith(" id")
-                     and f not in task.user_profile.identity]  # who the user is, it may always say
+                     and f not in task.user_profile.identity  # who the user is, it may always say
+                     and (len(str(v)) >= 6 or re.search(r"\d", str(v)))]  # not a word any reply may hold ("full")
             if len(goals) < 2 or not later:
                 continue
             task = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"gradual": True})})
@@ -295,3 +298,39 @@ def test_a_change_that_failed_is_still_no_report():
     progress.update("Marking planting PLT-0064 has failed; the update did not go through.")
     assert not progress.finished()
     assert says_cannot("The update failed.") and says_cannot("The refund has now failed.")
+
+
+def test_a_report_of_one_change_does_not_report_the_others():
+    """entertainment_media_query/00022 (play round 29): "Done: I paid out 12.67 from your wallet to your card.
+    Next, shall I cancel the subscription?" was read as both changes reported, and the user left before the
+    cancellation. A report names what it did; "Done." alone still reports every change asked."""
+    from scaleenv.env.judge import Progress
+    from scaleenv.formats.task import Objective
+
+    def progress() -> Progress:
+        return Progress([Objective(kind="write", text="Cancel the subscription for my account.",
+                                   done_words=["cancelled"], subject=["profile"]),
+                         Objective(kind="write", text="Refund my wallet balance to my card.",
+                                   done_words=["cashed"], subject=["profile", "wallet"])])
+
+    p = progress()
+    p.update("Done: I paid out 12.67 from your wallet to your card; the wallet balance is now 0. "
+             "Next, shall I cancel the subscription now?")
+    assert p.done == [False, True]
+    p = progress()
+    p.update("Done: I sent the money to your card.")
+    assert p.done == [False, False]  # says what, but names neither change
+    for bare in ("Done.", "All done, Nicole!"):
+        p = progress()
+        p.update(bare)
+        assert p.done == [True, True], bare
+
+
+def test_an_operation_goal_is_reported_by_what_the_operation_acts_on():
+    """A goal of ``cash_out_wallet`` or ``refund_wallet`` (its record is the profile) is reported by "the
+    wallet" too."""
+    tasks = family_tasks("entertainment_media_query", "enabled", 2)
+    assert tasks
+    for task in tasks:
+        subjects = [o.subject for o in task.user_profile.objectives if "wallet" in o.text.lower()]
+        assert subjects and all("wallet" in s for s in subjects), (task.id, subjects)

@@ -173,7 +173,7 @@ def test_the_family_applies_only_where_a_rule_has_an_exception():
 def test_hard_screened_tasks_mix_a_waived_record_with_a_forbidden_one():
     """healthcare: "cancel every scheduled consultation of mine" covers one within 14 days that is a chat
     (allowed by the exception) and one within 14 days that is not (refused): checking the rule alone fails."""
-    tasks = waived_tasks("healthcare_telemedicine", 1, "screened", "hard", attempts=120)  # one in 90 attempts
+    tasks = waived_tasks("healthcare_telemedicine", 1, "screened", "hard", attempts=300)  # two in 400 attempts
     assert tasks
     for task in tasks:
         assert task.forbidden and task.waived

@@ -250,10 +250,25 @@ class Progress:
             else:
                 named = [i for i in writes if _mentions(s, self.objectives[i].done_words)
                          or _mentions(s, self.objectives[i].subject)]
-                if not named and not answered and _DONE.search(sentence):
-                    named = writes  # "Done." with nothing more specific said
+                if not named and not answered and _DONE.search(sentence) and (_bare(sentence) or len(writes) == 1 and not any(
+                        d and _mentions(s, o.subject) for o, d in zip(self.objectives, self.done, strict=False))):
+                    # "Done." with nothing more specific said; or the one change left, unless the sentence is about
+                    # one already reported ("... the wallet balance is now 0", after the payout was reported)
+                    named = writes
             for i in named:
                 self.done[i] = True
+
+
+_FILLER = frozenset({"all", "now", "ok", "okay", "great", "sure", "it", "it's", "that", "that's", "this", "is", "was",
+                     "and", "so", "there", "here", "you", "go", "we", "are", "i", "i've", "we've", "yes", "right"})
+
+
+def _bare(sentence: str) -> bool:
+    """Whether a report says nothing but that it is done ("Done.", "All done, Nicole!"): a report of
+    something in particular ("Done: I paid out 12.67 from your wallet") that names none of several open
+    changes reports none of them (play round 29)."""
+    rest = [w for w in re.findall(r"[A-Za-z']+", _DONE.sub(" ", sentence)) if w.lower() not in _FILLER]
+    return len(rest) <= 1  # a name at most ("Done, Nicole.")
 
 
 def objectives_of(task: Task) -> list[Objective]:

@@ -384,7 +384,7 @@ class _Deriver:
             effects=effects,
             postconditions=[Contract(sql=f'SELECT "{lc.column}" = {_lit(t.to)} FROM "{ent.name}" WHERE id = :{key}',
                                      error="transition_failed")],
-            returns=self.returns_row(ent, key)), "transition", ent, to=t.to,
+            returns=self.returns_row(ent, key)), "transition", ent, to=t.to, state_column=lc.column,
             phrasings=[with_request(p, t.to, ent.name in self.person_tables()) for p in t.phrasings], verb=verb)
         self.refs[f"{ent.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}"] = self.tools[-1]
 

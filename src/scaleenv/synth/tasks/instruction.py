@@ -519,6 +519,10 @@ _FAMILY_DONE = {"update": ["updated", "changed", "set to", "is now"], "create": 
                 "booked", "scheduled", "placed", "opened"], "delete": ["deleted", "removed"]}
 
 
+_PARTICLES = frozenset({"out", "up", "in", "off", "on", "back", "to", "for", "from", "of", "by", "my", "a", "an", "the",
+                        "all", "and", "as", "new"})
+
+
 def past(verb: str) -> str:
     """The past participle of a regular verb, or of the few irregular ones tools use."""
     if verb in _VERB_PAST:
@@ -565,6 +569,10 @@ def objective_of(goal: Goal, sentence: str, spec: DomainSpec) -> Objective:
         nouns = [" ".join([*head, inflect_engine().singular_noun(last) or last])]
         alias = (spec.meta.get("entity_names") or {}).get(made)
         subject += [human(n) for n in [*nouns, *([alias] if isinstance(alias, str) else [])] if human(n) not in subject]
+    if tool.meta.get("family") == "operation":
+        # what the operation acts on, by its name ("cash_out_wallet": a report of "the wallet" paid out
+        # reports it, though its record is the profile; play round 29)
+        subject += [w for w in tool.name.split("_")[1:] if w not in _PARTICLES and w not in subject]
     done = list(_FAMILY_DONE.get(tool.meta.get("family", ""), []))
     if tool.meta.get("to"):
         done.append(human(str(tool.meta["to"])))

@@ -122,13 +122,19 @@ def distractor(table: Table, row: dict[str, Any], rng: random.Random, taken: set
 
 
 _STRUCTURAL = re.compile(r"(^|_)(id|count|counts|number|no|rank|position|year|age|seats?|capacity|quantity|qty|stars|"
-                         r"rating|level|priority|floor|size|units|people|party|guests|members|limit|max|min)(_|$)")
+                         r"level|priority|floor|size|units|people|party|guests|members|limit|max|min)(_|$)")
 """Numeric columns that count or order things (a party's size, a room's floor): a look-alike keeps them."""
 
+_POPULARITY = re.compile(r"^(follower|like|view|share|comment|play|download)s?_count$")
+"""Counts of what others did (followers, likes, views): a measure of the record, not a part of it (five
+namesake users with 1,701 followers each read as copies; play round 29)."""
 
-def ruled_columns(spec: DomainSpec, table: str) -> set[str]:
+
+def ruled_columns(spec: DomainSpec, table: str, *, own: bool = False) -> set[str]:
     """The columns of ``table`` that one of the domain's invariants names (a derived total, the
-    two sides of a check): changing one alone could break the rule."""
+    two sides of a check): changing one alone could break the rule. ``own``: only the rules of ``table``
+    itself, for a look-alike without rows of its own elsewhere (an account with no orders cannot break a
+    rule on orders, whatever its cash)."""
     out: set[str] = set()
     tbl = spec.table(table)
     if tbl is None:
@@ -139,31 +145,40 @@ def ruled_columns(spec: DomainSpec, table: str) -> set[str]:
         words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
         if inv.table == table:
             out |= names & (words | {inv.column or ""})
-        elif table in words:
+        elif table in words and not own:
             out |= names & words  # a rule of another table that reads this one (a sum over its rows)
     return out
 
 
-def vary_measures(table: Table, row: dict[str, Any], rng: random.Random, keep: set[str]) -> dict[str, Any]:
+def vary_measures(table: Table, row: dict[str, Any], rng: random.Random, keep: set[str],
+                  used: dict[str, set[Any]] | None = None) -> dict[str, Any]:
     """``row`` with its own amounts (a balance, a price, a budget, a weight): each nonzero measure
     not in ``keep`` (the columns a domain rule ties to others) scaled by a factor between 0.4 and 2
     and kept in its column's range, so that a look-alike is no copy of the original's figures and a
     rule that reads them (a wallet that covers a fee, a budget that allows a booking) can decide
-    differently for it."""
+    differently for it. ``used`` holds the values namesakes already have, per column: another factor is
+    tried before one of them is repeated (and the value taken is added)."""
     out = dict(row)
     for c in table.columns:
         v = out.get(c.name)
         if c.type not in ("integer", "real") or c.name in keep or c.foreign_key or c.unique or c.enum \
-                or c.name == table.primary_key or _STRUCTURAL.search(c.name):
+                or c.name == table.primary_key or _STRUCTURAL.search(c.name) and not _POPULARITY.match(c.name):
             continue
         if not isinstance(v, int | float) or isinstance(v, bool) or v == 0:
             continue
-        new: float = v * rng.choice([0.4, 0.6, 0.8, 1.25, 1.5, 2.0])
-        if c.min is not None:
-            new = max(new, c.min)
-        if c.max is not None:
-            new = min(new, c.max)
-        out[c.name] = int(round(new)) if c.type == "integer" or isinstance(v, int) else round(new, 2)
+        seen = used.setdefault(c.name, {v}) if used is not None else {v}
+        factors = [0.4, 0.6, 0.8, 1.25, 1.5, 2.0]
+        rng.shuffle(factors)
+        for factor in factors:
+            new: float = v * factor
+            if c.min is not None:
+                new = max(new, c.min)
+            if c.max is not None:
+                new = min(new, c.max)
+            out[c.name] = int(round(new)) if c.type == "integer" or isinstance(v, int) else round(new, 2)
+            if out[c.name] not in seen:
+                break
+        seen.add(out[c.name])
     return out
 
 

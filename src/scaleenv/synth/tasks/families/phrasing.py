@@ -8,7 +8,7 @@ import random
 import re
 
 from scaleenv.env.language import article, polish, spoken
-from scaleenv.formats.domain import DomainSpec
+from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.synth.tasks.instruction import (
     SINGULAR_VERBS,
     EntityRef,
@@ -86,7 +86,9 @@ def fill_phrasing(template: str, goal: Goal, target: EntityRef, subject: str, en
     if many and not _fits_a_set(template, names):
         return None
     # said of a set, the tool's own noun goes too: "Cancel reservation {id}" -> "Cancel every rental of mine"
-    extra = frozenset(goal.tool.name.lower().split("_")[1:]) | _RECORD_NOUNS if many else frozenset()
+    # ... but not a word of its verb ("cancel_scheduled_send": "Don't send them later after all")
+    verb = set(str(goal.tool.meta.get("verb") or "").lower().split("_"))
+    extra = frozenset(set(goal.tool.name.lower().split("_")[1:]) - verb) | _RECORD_NOUNS if many else frozenset()
     out, pos, n = [], 0, 0
     for m in re.finditer(r"\{(\w+)\}", template):
         if m.group(1) not in names:
@@ -130,7 +132,10 @@ def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
         verb = human(str(tool.meta.get("verb") or tool.name.split("_")[0]))
         to = human(str(tool.meta.get("to") or ""))
         many = bool(re.match(r"(every|each|all)\b", subject))
-        tail = f" so that {'they are' if many else 'it is'} {to}" if to and to not in verb else ""
+        tail = _end_state(tool, verb, to, many)
+        head, _, state = verb.partition(" ")
+        if state and state == to:  # "flag spam": "Please flag every inbox message of mine as spam"
+            verb, subject, tail = head, f"{subject} as", f" {state}"
         return polish(f"Please {verb} {subject}{tail}" + (f" ({details})." if details else "."))
     # the description's first sentence only: what the tool does, not its rules ("Its upcoming scheduled
     # appointments are cancelled" is the tool's text, not something a customer says)
@@ -143,6 +148,17 @@ def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
             text = desc[: m.start()] + subject + desc[m.end():]
             return polish(text + (f" ({details})." if details else "."))
     return polish(f"{desc} for {subject}" + (f" ({details})." if details else "."))
+
+
+def _end_state(tool: ToolSpec, verb: str, to: str, many: bool) -> str:
+    """What a transition leaves, when its verb does not already say it: " so that they are archived", " so
+    that its folder is inbox" (a state that is a place); nothing after "remove" ("so that they are removed")."""
+    if not to or to in verb or to.startswith(verb.split()[0][:-1] or verb):
+        return ""
+    column = str(tool.meta.get("state_column") or "status")
+    if column == "status":
+        return f" so that {'they are' if many else 'it is'} {to}"
+    return f" so that {'their' if many else 'its'} {human(column)} is {to}"
 
 
 def selection_sentence(goal: Goal, target: EntityRef, subject: str, entities: dict[str, EntityRef],
