@@ -152,6 +152,11 @@ def test_the_seeded_worlds_keep_the_rules_players_found_broken_in_round_29():
                             "GROUP BY pet_id, scheduled_at HAVING COUNT(*) > 1") == []
     assert rows("football", "SELECT 1 FROM fixtures WHERE status IN ('scheduled', 'played') "
                             "GROUP BY club_id, substr(kickoff_at, 1, 10) HAVING COUNT(*) > 1") == []
+    # round 30: a contract's paid is the sum of its payments, none on a draft, none beyond its amount
+    assert rows("wedding_planning", "SELECT c.id FROM vendor_contracts c WHERE ABS(c.paid - COALESCE((SELECT "
+                "SUM(p.amount) FROM contract_payments p WHERE p.contract_id = c.id), 0)) > 0.005 OR c.paid > c.amount "
+                "OR (c.status = 'draft' AND c.paid > 0)") == []
+    assert rows("wedding_planning", "SELECT 1 FROM contract_payments") != []
 
 
 def test_discontinuing_a_prescription_cancels_its_refills_in_progress():

@@ -334,3 +334,33 @@ def test_an_operation_goal_is_reported_by_what_the_operation_acts_on():
     for task in tasks:
         subjects = [o.subject for o in task.user_profile.objectives if "wallet" in o.text.lower()]
         assert subjects and all("wallet" in s for s in subjects), (task.id, subjects)
+
+
+def test_a_question_gets_no_detail_of_a_request_not_yet_said():
+    """Play round 30 (email): asked "what is your email?", a gradual user gave its own address and then "The
+    email is shawn_sullivan@post.example.net", the sender its next request (not yet said) asks to block."""
+    import contextlib
+
+    from scaleenv.synth.tasks.families import generate_task
+    from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+    from synth_helpers import context, scripted_reply
+
+    ctx = context("email_management")
+    checked = 0
+    for attempt in range(120):
+        with contextlib.suppress(TaskRejected):
+            task = generate_task(ctx, 0, attempt, ChainConfig(tier_mix={"hard": 1.0}))
+            goals, known = task.user_profile.goals, task.user_profile.known
+            mine = [str(known[f]) for f in task.user_profile.identity if "@" in str(known.get(f, ""))]
+            later = [str(v) for f, v in known.items() if "@" in str(v) and str(v) in " ".join(goals[1:])
+                     and str(v) not in goals[0] and f not in task.user_profile.identity]
+            if len(goals) < 2 or not later or not mine:
+                continue
+            task = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"gradual": True})})
+            reply = scripted_reply(task, ctx.spec, "I see several accounts with that name. What is your email?")
+            assert any(m in reply for m in mine), reply
+            assert not any(v in reply for v in later), reply
+            checked += 1
+        if checked >= 2:
+            break
+    assert checked >= 1

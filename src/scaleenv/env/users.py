@@ -326,7 +326,14 @@ class ScriptedUser(User):
                 parts.append(self._role())  # staff have no customer record: who they are is their role
                 facts = [f for f in self.identity if f not in given]
             else:
-                facts = [f for f in self.vocab.asked(sentence, agent_text) if f not in given]
+                # not a detail of a request not said yet ("what is your email?" answered with the address of a
+                # sender the user will ask to block later; play round 30)
+                unsaid = self._unsaid_facts()
+                asked = self.vocab.asked(sentence, agent_text)
+                facts = [f for f in asked if f not in given and f not in unsaid]
+                if not facts and (kinds := {f.split()[-1] for f in asked if f in unsaid}):
+                    # the user's own fact of that kind (its e-mail, not the sender's)
+                    facts = [f for f in self.identity if f not in given and any(k in f.split() for k in kinds)]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
             if not facts and asks_which(sentence):
