@@ -213,35 +213,43 @@ def test_an_either_or_question_gets_the_record_meant_not_a_yes():
     assert scripted_reply(task, spec, listed).startswith("Yes, please go ahead.")
 
 
-def test_a_which_answer_gives_no_detail_of_a_request_not_yet_said():
-    """Play round 25 (car rental): "Which Uptown branch do you mean?" got "The branch's city is Lake Robert
-    ... The new phone is 555-269-1227", the phone of the next request, not yet said. A gradual user
-    answers with the record's details, not a new value, nor one only a later request holds."""
+def _gradual_with_later_facts(domain: str, attempts: int, keep=lambda f, v: True):
+    """Hard tasks of ``domain`` with two requests or more, made gradual, each with the facts (name, value) that
+    only its later requests hold (not who the user is) and that ``keep`` accepts."""
     import contextlib
 
     from scaleenv.synth.tasks.families import generate_task
     from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
-    from synth_helpers import context, scripted_reply
+    from synth_helpers import context
 
-    ctx = context("car_rental")
-    checked = 0
-    for attempt in range(80):
+    ctx = context(domain)
+    for attempt in range(attempts):
         with contextlib.suppress(TaskRejected):
             task = generate_task(ctx, 0, attempt, ChainConfig(tier_mix={"hard": 1.0}))
             goals, known = task.user_profile.goals, task.user_profile.known
-            later = [f for f, v in known.items()
-                     if str(v) in " ".join(goals[1:]) and str(v) not in goals[0] and not f.endswith(" id")
-                     and f not in task.user_profile.identity  # who the user is, it may always say
-                     and (len(str(v)) >= 6 or re.search(r"\d", str(v)))]  # not a word any reply may hold ("full")
-            if len(goals) < 2 or not later:
-                continue
-            task = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"gradual": True})})
-            vocab = Vocabulary(ctx.spec, list(known))
-            nouns = " and ".join(vocab.pairs[f][0][0] for f in later if vocab.pairs[f][0])
-            reply = scripted_reply(task, ctx.spec, f"I see several records of that {nouns}. Which one do you mean?")
-            for f in later:
-                assert str(known[f]) not in reply, (f, reply)
-            checked += 1
+            later = [(f, str(v)) for f, v in known.items() if str(v) in " ".join(goals[1:]) and str(v) not in goals[0]
+                     and f not in task.user_profile.identity and keep(f, str(v))]
+            if len(goals) >= 2 and later:
+                profile = task.user_profile.model_copy(update={"gradual": True})
+                yield task.model_copy(update={"user_profile": profile}), later
+
+
+def test_a_which_answer_gives_no_detail_of_a_request_not_yet_said():
+    """Play round 25 (car rental): "Which Uptown branch do you mean?" got "The branch's city is Lake Robert
+    ... The new phone is 555-269-1227", the phone of the next request, not yet said. A gradual user
+    answers with the record's details, not a new value, nor one only a later request holds."""
+    from synth_helpers import context, scripted_reply
+
+    spec = context("car_rental").spec
+    checked = 0
+    # not an id, nor a word any reply may hold ("full")
+    for task, later in _gradual_with_later_facts("car_rental", 80, lambda f, v: not f.endswith(" id")
+                                                 and (len(v) >= 6 or bool(re.search(r"\d", v)))):
+        vocab = Vocabulary(spec, list(task.user_profile.known))
+        nouns = " and ".join(vocab.pairs[f][0][0] for f, _ in later if vocab.pairs[f][0])
+        reply = scripted_reply(task, spec, f"I see several records of that {nouns}. Which one do you mean?")
+        assert not any(v in reply for _, v in later), (later, reply)
+        checked += 1
         if checked >= 3:
             break
     assert checked >= 1
@@ -339,28 +347,19 @@ def test_an_operation_goal_is_reported_by_what_the_operation_acts_on():
 def test_a_question_gets_no_detail_of_a_request_not_yet_said():
     """Play round 30 (email): asked "what is your email?", a gradual user gave its own address and then "The
     email is shawn_sullivan@post.example.net", the sender its next request (not yet said) asks to block."""
-    import contextlib
-
-    from scaleenv.synth.tasks.families import generate_task
-    from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
     from synth_helpers import context, scripted_reply
 
-    ctx = context("email_management")
+    spec = context("email_management").spec
     checked = 0
-    for attempt in range(120):
-        with contextlib.suppress(TaskRejected):
-            task = generate_task(ctx, 0, attempt, ChainConfig(tier_mix={"hard": 1.0}))
-            goals, known = task.user_profile.goals, task.user_profile.known
-            mine = [str(known[f]) for f in task.user_profile.identity if "@" in str(known.get(f, ""))]
-            later = [str(v) for f, v in known.items() if "@" in str(v) and str(v) in " ".join(goals[1:])
-                     and str(v) not in goals[0] and f not in task.user_profile.identity]
-            if len(goals) < 2 or not later or not mine:
-                continue
-            task = task.model_copy(update={"user_profile": task.user_profile.model_copy(update={"gradual": True})})
-            reply = scripted_reply(task, ctx.spec, "I see several accounts with that name. What is your email?")
-            assert any(m in reply for m in mine), reply
-            assert not any(v in reply for v in later), reply
-            checked += 1
+    for task, later in _gradual_with_later_facts("email_management", 120, lambda f, v: "@" in v):
+        known = task.user_profile.known
+        mine = [str(known[f]) for f in task.user_profile.identity if "@" in str(known.get(f, ""))]
+        if not mine:
+            continue
+        reply = scripted_reply(task, spec, "I see several accounts with that name. What is your email?")
+        assert any(m in reply for m in mine), reply
+        assert not any(v in reply for _, v in later), reply
+        checked += 1
         if checked >= 2:
             break
     assert checked >= 1
