@@ -201,6 +201,15 @@ class Progress:
                         self.done[i] = True  # told that (and why) it cannot be done
                         break
 
+    def _reports_all(self, sentence: str, normed: str, writes: list[int]) -> bool:
+        """Whether a report that names none of the open ``writes`` reports them all: "Done." with nothing
+        more specific said; or the one change left, unless the sentence is about one already reported ("...
+        the wallet balance is now 0", after the payout was reported)."""
+        if _bare(sentence):
+            return True
+        about_done = any(d and _mentions(normed, o.subject) for o, d in zip(self.objectives, self.done, strict=False))
+        return len(writes) == 1 and not about_done
+
     def update(self, agent_text: str) -> bool:
         """Mark what ``agent_text`` reports; whether anything new was reported."""
         before = sum(self.done)
@@ -250,10 +259,7 @@ class Progress:
             else:
                 named = [i for i in writes if _mentions(s, self.objectives[i].done_words)
                          or _mentions(s, self.objectives[i].subject)]
-                if not named and not answered and _DONE.search(sentence) and (_bare(sentence) or len(writes) == 1 and not any(
-                        d and _mentions(s, o.subject) for o, d in zip(self.objectives, self.done, strict=False))):
-                    # "Done." with nothing more specific said; or the one change left, unless the sentence is about
-                    # one already reported ("... the wallet balance is now 0", after the payout was reported)
+                if not named and not answered and _DONE.search(sentence) and self._reports_all(sentence, s, writes):
                     named = writes
             for i in named:
                 self.done[i] = True

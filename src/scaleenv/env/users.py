@@ -279,6 +279,7 @@ class ScriptedUser(User):
         parts += [d.say for d in decisions]
         asked_any = bool(decisions)
         unknown = False
+        unsaid = self._unsaid_facts()  # the facts only requests not said yet hold: never given
         for sentence in questions(agent_text):
             asked_any = True
             if _CLARIFY.search(sentence) and (pending := self.recap()):
@@ -328,7 +329,6 @@ class ScriptedUser(User):
             else:
                 # not a detail of a request not said yet ("what is your email?" answered with the address of a
                 # sender the user will ask to block later; play round 30)
-                unsaid = self._unsaid_facts()
                 asked = self.vocab.asked(sentence, agent_text)
                 facts = [f for f in asked if f not in given and f not in unsaid]
                 if not facts and (kinds := {f.split()[-1] for f in asked if f in unsaid}):
@@ -343,7 +343,6 @@ class ScriptedUser(User):
                 # else in it ("Which Northgate Athletic fixture do you mean?")
                 # (a record's details: not a new value the user wants set, nor one it has not asked for yet)
                 before = agent_text[: agent_text.find(sentence)] if sentence in agent_text else ""
-                unsaid = self._unsaid_facts()
                 for said in (norm(before), norm(sentence)):
                     facts = [f for f in self.known if f not in given and not f.endswith(" id")
                              and not f.startswith("new ") and f not in unsaid

@@ -132,10 +132,11 @@ def plain_sentence(goal: Goal, subject: str, rng: random.Random) -> str:
         verb = human(str(tool.meta.get("verb") or tool.name.split("_")[0]))
         to = human(str(tool.meta.get("to") or ""))
         many = bool(re.match(r"(every|each|all)\b", subject))
-        tail = _end_state(tool, verb, to, many)
         head, _, state = verb.partition(" ")
         if state and state == to:  # "flag spam": "Please flag every inbox message of mine as spam"
             verb, subject, tail = head, f"{subject} as", f" {state}"
+        else:
+            tail = _end_state(tool, verb, to, many)
         return polish(f"Please {verb} {subject}{tail}" + (f" ({details})." if details else "."))
     # the description's first sentence only: what the tool does, not its rules ("Its upcoming scheduled
     # appointments are cancelled" is the tool's text, not something a customer says)
