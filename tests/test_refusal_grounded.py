@@ -102,3 +102,25 @@ def test_a_refused_record_the_request_does_not_lead_to_rejects_the_task():
     with pytest.raises(TaskRejected) as err:
         generate_task(ctx, 9013, 3, ChainConfig(tier_mix={"hard": 0.6, "expert": 0.4}))
     assert err.value.reason == Reason.REFUSED_CALL_FAILS
+
+
+def test_a_rule_whose_text_defines_its_condition_takes_the_condition_as_its_reason():
+    """Own play, online_learning seed 777: "ENR-0076 is at 100 percent progress, and an enrollment above 80
+    percent progress cannot be paused" scored 0, the reason being the rule's gloss "nearly finished". The
+    policy asks the agent to name the rule's condition; where the text defines it in brackets ("nearly
+    finished (progress above 80 percent)"), that condition states the reason."""
+    import re
+
+    from scaleenv.reward.facts import reason_stated
+    from scaleenv.synth.procedural.blueprint import catalog
+
+    checked = 0
+    for bp in catalog().values():
+        for rule in bp.policy:
+            defined = re.search(r"\(([^()]*)\)", rule.text)
+            if rule.reason and defined:
+                assert reason_stated(rule.reason, defined.group(1)), (bp.name, rule.name, rule.reason)
+                checked += 1
+    assert checked >= 3
+    assert reason_stated("80 percent", "ENR-0076 is at 100 percent progress, and an enrollment above 80 percent "
+                                       "progress cannot be paused.")
