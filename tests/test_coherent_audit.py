@@ -176,3 +176,25 @@ def test_discontinuing_a_prescription_cancels_its_refills_in_progress():
     assert {s for (s,) in world.conn.execute("SELECT status FROM refill_orders WHERE prescription_id = ?", (rx,))} \
         <= {"cancelled", "picked_up"}
     assert check_world(world) == []
+
+
+def test_the_seeded_worlds_keep_the_rules_players_found_broken_in_round_31():
+    """job seeking: an interview is scheduled only at the interview stage, and none is held before
+    screening is over; marketplace: an offer is 40-100 percent of the asking price and waits only on a
+    listing for sale, a listing is sold once; project management: work starts in a started sprint and is
+    due by the sprint's end."""
+    assert rows("job_seeking", "SELECT i.id FROM interviews i JOIN applications a ON a.id = i.application_id "
+                               "WHERE i.status = 'scheduled' AND a.status != 'interviewing'") == []
+    assert rows("job_seeking", "SELECT i.id FROM interviews i JOIN applications a ON a.id = i.application_id "
+                               "WHERE a.status IN ('submitted', 'screening')") == []
+    assert rows("job_seeking", "SELECT 1 FROM interviews WHERE status = 'scheduled'") != []
+    market = "second_hand_marketplace"
+    assert rows(market, "SELECT o.id FROM offers o JOIN listings l ON l.id = o.listing_id "
+                        "WHERE o.amount < 0.4 * l.price - 0.01 OR o.amount > l.price + 0.01") == []
+    assert rows(market, "SELECT o.id FROM offers o JOIN listings l ON l.id = o.listing_id "
+                        "WHERE o.status = 'pending' AND l.status NOT IN ('active', 'reserved')") == []
+    assert rows(market, "SELECT 1 FROM orders WHERE status != 'cancelled' GROUP BY listing_id HAVING COUNT(*) > 1") == []
+    pm = "project_management"
+    assert rows(pm, "SELECT t.id FROM tasks t JOIN sprints s ON s.id = t.sprint_id "
+                    "WHERE t.status IN ('in_progress', 'in_review', 'done') AND s.status = 'planned'") == []
+    assert rows(pm, "SELECT t.id FROM tasks t JOIN sprints s ON s.id = t.sprint_id WHERE t.due_date > s.end_date") == []

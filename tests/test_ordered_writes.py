@@ -365,3 +365,63 @@ def test_moving_a_visit_so_that_it_may_be_cancelled_is_still_a_waste():
     chain = [Call(tool=move.name, args={key_of[move.name]: visit, time_param: "2026-07-30T10:00:00"}, purpose="goal"),
              Call(tool=cancel.name, args={key_of[cancel.name]: visit}, purpose="goal")]
     assert wasted_requests(ctx.spec, ctx.base, chain, [(0, 1)]) != []
+
+
+@pytest.mark.parametrize(("domain", "ruled_entity", "enabler_entity"), [
+    ("second_hand_marketplace", "listings", "offers"),     # decline the pending offer, then take the ad down
+    ("express_logistics", "couriers", "shipments"),        # confirm the parcel out for delivery, then clock out
+    ("stock_trading", "accounts", "orders"),               # cancel the open order, then freeze the account
+    ("project_management", "sprints", "tasks"),            # finish the task in review, then close the sprint
+])
+def test_rules_over_a_records_children_make_enabled_tasks_in_more_domains(domain, ruled_entity, enabler_entity):
+    """Play round 31: the enabled tasks were the ones players called judgement, but only four domains had
+    them. A rule over a record's children ("a listing with a pending offer cannot be withdrawn") is lifted
+    by a step on the child the user asks for after the change it allows, and the gold chain lists the
+    children to see the rule."""
+    ctx = context(domain)
+    task, = domain_tasks(domain, "enabled", 1)
+    (first, then), = task.ordered
+    enabler, ruled = task.gold_chain[first], task.gold_chain[then]
+    assert ctx.spec.tool(enabler.tool).meta["entity"] == enabler_entity
+    assert ctx.spec.tool(ruled.tool).meta["entity"] == ruled_entity
+    assert any(c.purpose.startswith("check the rule no_") and ctx.spec.tool(c.tool).meta.get("family") == "list"
+               for c in task.gold_chain)
+    assert task.verification.gates["reordered"] == 0.0 and task.verification.gates["gold"] == 1.0
+
+
+def test_the_seller_declines_an_offer_and_a_buyer_withdraws_their_own():
+    """``by: listing_id`` on the decline: an offer on the user's listing is the user's to decline, though the
+    offer names its buyer; withdrawing it stays the buyer's move."""
+    ctx = context("second_hand_marketplace")
+    task, = domain_tasks("second_hand_marketplace", "enabled", 1)
+    (first, _), = task.ordered
+    enabler = ctx.spec.tool(task.gold_chain[first].tool)
+    assert enabler is not None and enabler.meta.get("by") == "listing_id" and enabler.meta.get("to") == "declined"
+    offer_slot = next(p.name for p in enabler.parameters)
+    assert all("{" + offer_slot + "}" in p for p in enabler.meta["phrasings"])  # the seed's own name for an offer
+    withdraw = next(t for t in ctx.spec.tools if t.meta.get("entity") == "offers" and t.meta.get("to") == "withdrawn")
+    assert "by" not in withdraw.meta
+
+
+def test_a_refused_request_breaks_one_rule_only():
+    """Play round 31 (job_seeking/00112): an application both at the offer stage and with an interview
+    scheduled has two reasons to refuse, and the grader wanted one of them. Such a request is no task."""
+    from scaleenv.formats.domain import PolicyRule
+    from scaleenv.synth.tasks.families.refusal import RefusalBuilder, sole_broken_rule
+    from scaleenv.synth.tasks.reasons import Reason
+    from scaleenv.world.world import World
+
+    ctx = context("job_seeking")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    withdraw = next(t for t in ctx.spec.tools if t.meta.get("entity") == "applications" and t.meta.get("to") == "withdrawn")
+    app_id, = world.conn.execute("SELECT a.id FROM applications a JOIN interviews i ON i.application_id = a.id "
+                                 "WHERE i.status = 'scheduled' ORDER BY a.id LIMIT 1").fetchone()
+    args = {withdraw.parameters[0].name: app_id}
+    assert [r.name for r in sole_broken_rule(world, ctx.spec, withdraw, args)] == ["no_withdrawal_with_interview_scheduled"]
+    world.conn.execute("UPDATE applications SET status = 'offered' WHERE id = ?", (app_id,))
+    assert sole_broken_rule(world, ctx.spec, withdraw, args) == []
+    builder = RefusalBuilder(ctx, 0, 0, ChainConfig())
+    rule: PolicyRule = next(r for r in ctx.spec.policy.rules if r.name == "no_withdrawal_after_offer")
+    with pytest.raises(TaskRejected) as rejected:
+        builder.still_broken(rule, withdraw, args, world)
+    assert rejected.value.reason == Reason.SEVERAL_RULES_BROKEN

@@ -51,6 +51,10 @@ class Transition(_M):
     to: str
     set: dict[str, Literal["now", "today"] | str | int | float | None] = Field(default_factory=dict)
     phrasings: list[str] = Field(default_factory=list)
+    by: str | None = None
+    """The foreign key through which the person who makes this move is reached, where it is not the
+    person the record names: an offer is declined by the seller of its listing (``listing_id``), not
+    by its buyer."""
 
 
 class Lifecycle(_M):

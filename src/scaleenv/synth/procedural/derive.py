@@ -385,7 +385,9 @@ class _Deriver:
             postconditions=[Contract(sql=f'SELECT "{lc.column}" = {_lit(t.to)} FROM "{ent.name}" WHERE id = :{key}',
                                      error="transition_failed")],
             returns=self.returns_row(ent, key)), "transition", ent, to=t.to, state_column=lc.column,
-            phrasings=[with_request(p, t.to, ent.name in self.person_tables()) for p in t.phrasings], verb=verb)
+            phrasings=[with_request(p.replace(f"{{{ent.singular}_id}}", f"{{{key}}}"), t.to, ent.name in self.person_tables())
+                       for p in t.phrasings], verb=verb,
+            **({"by": t.by} if t.by else {}))
         self.refs[f"{ent.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}"] = self.tools[-1]
 
     def follow_parents(self, ent: Entity, t: Transition, key: str) -> list[str]:
@@ -516,11 +518,26 @@ class _Deriver:
         return {e.name for e in self.bp.entities
                 if any(_PERSON_COLUMN.search(c.name) for c in e.columns)}
 
+    def rule_listers(self) -> set[str]:
+        """The list tools that show the records a policy rule reads through a key ("FROM interviews WHERE
+        application_id = :id"): without them the agent could not see why a request is refused."""
+        forbids = [r.forbid for r in self.bp.policy if r.forbid]
+        out = set()
+        for t in self.tools:
+            if t.meta["family"] != "list" or not t.parameters:
+                continue
+            pattern = re.compile(rf"\bFROM\s+\"?{t.meta['entity']}\"?\s+WHERE\b.*\b{t.parameters[0].name}\s*=\s*:",
+                                 re.IGNORECASE | re.DOTALL)
+            if any(pattern.search(f) for f in forbids):
+                out.add(t.name)
+        return out
+
     def trim(self) -> None:
         """Drop a seeded share of optional tools (and enough to respect MAX_TOOLS). A search over a
         table of people stays: the identity rule of the policy needs a way to find the user."""
         people = self.person_tables()
-        optional = [t for t in self.tools if t.meta["family"] in _OPTIONAL_FAMILIES
+        needed = self.rule_listers()
+        optional = [t for t in self.tools if t.meta["family"] in _OPTIONAL_FAMILIES and t.name not in needed
                     and not (t.meta["family"] == "search" and t.meta.get("entity") in people)]
         self.rng.shuffle(optional)
         budget = max(0, len(self.tools) - MIN_TOOLS)

@@ -24,6 +24,8 @@ Value generators (``gen`` in a blueprint column):
                                       its table; subqueries read the parent rows): a fare from the price list
   {ref_date: [fk, col, lo, hi]}       a date lo..hi days after ``col`` of the parent row ``fk`` names
                                       (a number ``col``, a year: lo..hi more)
+  {ref_ratio: [fk, col, lo, hi]}      ``col`` of the parent row ``fk`` names times a factor drawn in lo..hi,
+                                      to the cent (an offer of 40-100 percent of the asking price)
 Columns without ``gen`` get a default by type, enum or lifecycle state; free text gets a sentence
 of the column's kind (notes, titles, addresses...), never a placeholder. A ``gen: email`` column in
 a row that has a person's name follows that name.
@@ -180,7 +182,7 @@ class SeedGenerator:
     def follow_parent(self, ent: Entity, row: dict[str, Any], fk: str) -> dict[str, Any]:
         """Redraw the columns whose generator reads the parent ``fk`` names (a date after the parent's)."""
         for c in ent.columns:
-            if isinstance(c.gen, dict) and set(c.gen) & {"parent", "ref_date"}:
+            if isinstance(c.gen, dict) and set(c.gen) & {"parent", "ref_date", "ref_ratio"}:
                 (arg,) = c.gen.values()
                 if arg[0] == fk:
                     row[c.name] = self.generate(c, c.gen, row)
@@ -465,6 +467,12 @@ class SeedGenerator:
                 return type(got[0])(got[0] + rng.randint(int(lo), int(hi)))
             d = _parse_date(got[0]) + dt.timedelta(days=rng.randint(int(lo), int(hi)))
             return d.isoformat() if c.type == "date" else f"{d.isoformat()}T{rng.randint(8, 17):02d}:00:00"
+        if kind == "ref_ratio":  # a share of a number of the parent row: an offer against the asking price
+            fk, col, lo, hi = arg
+            base = self._parent_value(fk, col, row)
+            if not isinstance(base, int | float):
+                return None
+            return round(float(base) * rng.uniform(float(lo), float(hi)), 2)
         if kind == "username_from":  # a handle spelled from the person's name: "mdavis", "martha_davis"
             person = row.get(arg)
             styles = [x for x in (email_styles(str(person)) if person else []) if "_" not in x]

@@ -897,31 +897,50 @@ class TaskBuilder:
         belongs to (a member raising the fee of the plan they are on). Parameters that name the other
         party (a recipient, a new owner) are allowed. A refused request counts too ("recall my message"
         on a message someone else sent in the user's conversation)."""
-        me = self.speaker()
-        if me is None:
-            return None
         for call in [*self.chain, *(self.resolved(c) for c in self.forbidden)]:
-            tool = self.spec.tool(call.tool)
-            if tool is None or tool.kind != "write":
-                continue
-            focus = self.ctx.focus(tool)
-            if focus is not None and self.shared_with_user(focus[1]):
-                # the plan a member is on, the club a player plays for: shared by many, changed by staff
-                return f"{call.tool} changes the {focus[1]} record the user belongs to"
-            actors = actor_slots(list(tool.meta.get("phrasings") or []))
-            for name, table in self.ctx.key_params(tool).items():
-                v = call.args.get(name)
-                if table == me.table and isinstance(v, str | int) and v != me.row.get("id") \
-                        and (not _OTHER_PARTY.search(name) or name in actors):  # "I'm {buyer_id}": the buyer acts
-                    return f"{call.tool}.{name}={v} is not the user {me.row.get('id')}"
-                if table != me.table and name in actors and isinstance(v, str | int):
-                    # "collect 5 parcels from me ({customer_id})": that customer acts, and the user is a courier
-                    return f"{call.tool}.{name}={v} is the acting {table} record, not the user {me.row.get('id')}"
-                if table != me.table and isinstance(v, str | int) and (row := self.world.row(table, v)) is not None:
-                    other = someone_elses(self.spec, table, row, me.table, me.row.get("id"))
-                    if other:
-                        return f"{call.tool}.{name}={v} belongs to {other}, not the user {me.row.get('id')}"
+            foreign = self.foreign_call(call)
+            if foreign:
+                return foreign
         return None
+
+    def foreign_call(self, call: Call) -> str | None:
+        """Why the write ``call`` is made in another person's name (see :meth:`foreign_actor`); None when
+        the user may ask for it, or when the user is not known yet."""
+        me = self.speaker()
+        tool = self.spec.tool(call.tool)
+        if me is None or tool is None or tool.kind != "write":
+            return None
+        focus = self.ctx.focus(tool)
+        if focus is not None and self.shared_with_user(focus[1]):
+            # the plan a member is on, the club a player plays for: shared by many, changed by staff
+            return f"{call.tool} changes the {focus[1]} record the user belongs to"
+        actors = actor_slots(list(tool.meta.get("phrasings") or []))
+        for name, table in self.ctx.key_params(tool).items():
+            v = call.args.get(name)
+            if table == me.table and isinstance(v, str | int) and v != me.row.get("id") \
+                    and (not _OTHER_PARTY.search(name) or name in actors):  # "I'm {buyer_id}": the buyer acts
+                return f"{call.tool}.{name}={v} is not the user {me.row.get('id')}"
+            if table != me.table and name in actors and isinstance(v, str | int):
+                # "collect 5 parcels from me ({customer_id})": that customer acts, and the user is a courier
+                return f"{call.tool}.{name}={v} is the acting {table} record, not the user {me.row.get('id')}"
+            if table != me.table and isinstance(v, str | int) and (row := self.world.row(table, v)) is not None:
+                if focus is not None and name == focus[0]:
+                    table, row = self.acting_record(tool, table, row)
+                other = someone_elses(self.spec, table, row, me.table, me.row.get("id"))
+                if other:
+                    return f"{call.tool}.{name}={v} belongs to {other}, not the user {me.row.get('id')}"
+        return None
+
+    def acting_record(self, tool: ToolSpec, table: str, row: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The record whose person makes ``tool``'s move on ``row``: the row itself, or the parent its
+        ``by`` key names (the listing of an offer its seller declines)."""
+        by, spec_table = tool.meta.get("by"), self.spec.table(table)
+        column = next((c for c in spec_table.columns if c.name == by), None) if by and spec_table is not None else None
+        if column is None or column.foreign_key is None or row.get(column.name) is None:
+            return table, row
+        parent_table = column.foreign_key.split(".")[0]
+        parent = self.world.row(parent_table, row[column.name])
+        return (parent_table, parent) if parent is not None else (table, row)
 
     def resolved(self, call: Call) -> Call:
         """``call`` with its references to the gold chain's outputs replaced by their values (as it was)

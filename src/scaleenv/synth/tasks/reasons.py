@@ -87,6 +87,8 @@ class Reason(StrEnum):
     NO_CONDITION_COLUMN = "no_condition_column"
     NO_POLICY_VIOLATION = "no_policy_violation"
     POLICY_NOT_BROKEN = "policy_not_broken"
+    SEVERAL_RULES_BROKEN = "several_rules_broken"
+    """The refused request breaks another rule too, so its reason is not one."""
     REFUSED_CALL_FAILS = "refused_call_fails"
     RULE_UNVERIFIABLE = "rule_unverifiable"
     TWO_REFUSALS = "two_refusals"

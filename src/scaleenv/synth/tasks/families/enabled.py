@@ -15,9 +15,10 @@ import re
 from typing import Any
 
 from scaleenv.errors import ToolError
-from scaleenv.formats.domain import DomainSpec, PolicyRule, ToolSpec
+from scaleenv.formats.domain import PolicyRule, ToolSpec
+from scaleenv.formats.task import Call
 from scaleenv.synth.tasks.context import DomainContext
-from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules
+from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules, sole_broken_rule
 from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import ENDING, call_effect, clashes
@@ -76,14 +77,7 @@ class EnabledBuilder(RefusalBuilder):
     def find_violation(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
         """A call that breaks a rule some business step could lift (see :func:`lifting_tools`)."""
         options = [(r, t) for r, t in policy_rules(self.ctx) if lifting_tools(self.ctx, r)]
-
-        def alone(world: World, spec: DomainSpec, tool: ToolSpec, args: dict[str, Any]) -> list[PolicyRule]:
-            # a call that breaks a second rule too stays forbidden once the first is lifted (an application
-            # with an interview scheduled that has also reached the offer stage)
-            broken = broken_rules(world, spec, tool, args)
-            return broken if len(broken) == 1 else []
-
-        return self.find_call(options, alone, Reason.NO_POLICY_VIOLATION)
+        return self.find_call(options, sole_broken_rule, Reason.NO_POLICY_VIOLATION)
 
     def sample_chain(self) -> tuple[bytes, str, int, int]:
         level = self.tier = self.pick_level()
@@ -117,8 +111,9 @@ class EnabledBuilder(RefusalBuilder):
                 drawn = sampler.satisfying_args(other, attempts=3, fixed=fixed)
                 trimmed = self.trim_args(other, drawn) if drawn is not None else None
                 if trimmed is None or self.exempt_input(other, trimmed) or broken_rules(scratch, self.spec, other, trimmed) \
+                        or self.foreign_call(Call(tool=other.name, args=trimmed)) \
                         or not self.lifts(scratch, other, trimmed, tool, args):
-                    continue  # the step is itself allowed, and lifts the rule
+                    continue  # the step is itself allowed, the user's to ask for, and lifts the rule
                 pre = scratch.snapshot()
                 changed = self.observable_effect(scratch, other, trimmed)
                 if changed is None:
@@ -143,14 +138,16 @@ class EnabledBuilder(RefusalBuilder):
             return []
         target = scratch.row(focus[1], args[focus[0]]) or {}
         parents = {c.foreign_key.split(".")[0]: target.get(c.name) for c in table.columns if c.foreign_key}
+        child_links = {child: column for child, column in self.ctx.children(focus[1])}
         out = []
         for other in self.ctx.goal_tools:
             near = self.ctx.focus(other) if other.name in lifting else None
             if near is None:
                 continue
-            link = self.ctx.parent_link(near[1])
-            if link is not None and link[1] == focus[1]:
-                for child in sorted(r["id"] for r in scratch.rows(near[1]) if r.get(link[0]) == args[focus[0]]):
+            # any key of the child naming the target counts (a parcel's courier, not only its sender)
+            link_column = child_links.get(near[1])
+            if link_column is not None:
+                for child in sorted(r["id"] for r in scratch.rows(near[1]) if r.get(link_column) == args[focus[0]]):
                     out.append((other, {near[0]: child}))
             elif parents.get(near[1]) is not None and near[1] not in self.entities:
                 out.append((other, {near[0]: parents[near[1]]}))

@@ -63,6 +63,14 @@ def policy_rules(ctx: DomainContext) -> list[tuple[PolicyRule, ToolSpec]]:
             for n in r.tools if n in goal]
 
 
+def sole_broken_rule(world: World, spec: DomainSpec, tool: ToolSpec, args: dict[str, Any]) -> list[PolicyRule]:
+    """The rule the call breaks when it breaks exactly one (else none): a call that breaks two has two
+    reasons to refuse it, and stays forbidden once one of them is lifted (an application with an
+    interview scheduled that has also reached the offer stage)."""
+    broken = broken_rules(world, spec, tool, args)
+    return broken if len(broken) == 1 else []
+
+
 def rule_tables(world: World, rule: PolicyRule) -> set[str]:
     """The tables ``rule``'s condition and exception read (none where the SQL does not parse)."""
     if rule.predicate is not None:  # the predicate holds the exception too
@@ -104,7 +112,7 @@ class RefusalBuilder(TaskBuilder):
     # --- the refused request ---------------------------------------------------------
     def find_violation(self) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
         """A rule and a call of its tool (preconditions met) that breaks it, in the base world."""
-        return self.find_call(policy_rules(self.ctx), broken_rules, Reason.NO_POLICY_VIOLATION)
+        return self.find_call(policy_rules(self.ctx), sole_broken_rule, Reason.NO_POLICY_VIOLATION)
 
     def find_call(self, options: list[tuple[PolicyRule, ToolSpec]], judge: RuleJudge, missing: Reason
                   ) -> tuple[PolicyRule, ToolSpec, dict[str, Any]]:
@@ -162,12 +170,15 @@ class RefusalBuilder(TaskBuilder):
                 value: Any = {**ref, "field": fk} if isinstance(ref, dict) else row[fk]
                 self.call_read(getter, {getter.parameters[0].name: value}, f"check the rule {rule.name}")
                 continue
-            # a rule over the target's children (its interviews still scheduled): list them
-            link = self.ctx.parent_link(other)
-            lister = self.ctx.tool_by_family("list", other, parent=focus[1])
-            if link is None or link[1] != focus[1] or lister is None or not lister.param(link[0]):
+            # a rule over the target's children (its interviews still scheduled, a courier's parcels): list them
+            listers = [(t, column) for child, column in self.ctx.children(focus[1]) if child == other
+                       for t in self.spec.tools if t.meta.get("family") == "list" and t.meta.get("entity") == other
+                       and t.param(column) is not None]
+            if not listers:
                 raise TaskRejected(Reason.RULE_UNVERIFIABLE, f"{rule.name}: {other}")
-            self.call_read(lister, {link[0]: ref if ref is not None else args[focus[0]]}, f"check the rule {rule.name}")
+            lister, link_column = listers[0]
+            self.call_read(lister, {link_column: ref if ref is not None else args[focus[0]]},
+                           f"check the rule {rule.name}")
 
     def rules_after(self, before: bytes, other: ToolSpec, other_args: dict[str, Any], tool: ToolSpec,
                     args: dict[str, Any]) -> list[PolicyRule] | None:
@@ -185,9 +196,12 @@ class RefusalBuilder(TaskBuilder):
             trial.close()
 
     def still_broken(self, rule: PolicyRule, tool: ToolSpec, args: dict[str, Any], world: World) -> None:
-        """The request must break the rule on the task's world too (clones shift dates)."""
-        if rule not in broken_rules(world, self.spec, tool, args):
+        """The request must break the rule on the task's world too (clones shift dates), and no other."""
+        broken = broken_rules(world, self.spec, tool, args)
+        if rule not in broken:
             raise TaskRejected(Reason.POLICY_NOT_BROKEN, rule.name)
+        if len(broken) > 1:  # the reason the grader wants would be one of two true ones
+            raise TaskRejected(Reason.SEVERAL_RULES_BROKEN, ", ".join(r.name for r in broken))
         if first_failing_precondition(world, tool, bind_params(world, tool, args)) is not None:
             raise TaskRejected(Reason.REFUSED_CALL_FAILS, tool.name)
 
