@@ -33,10 +33,10 @@ HOME = {"programmatic": "football"}
 
 
 @cache
-def family_tasks(family: str, domain: str = "pet_care", n: int = 3) -> tuple[Task, ...]:
+def family_tasks(family: str, domain: str = "pet_care", n: int = 3, attempts: int = 15) -> tuple[Task, ...]:
     ctx = context(domain)
     out, attempt = [], 0
-    while len(out) < n and attempt < 15 * n:
+    while len(out) < n and attempt < attempts * n:
         with contextlib.suppress(TaskRejected):
             out.append(generate_task(ctx, 0, attempt, ChainConfig(family_mix={family: 1.0})))
         attempt += 1
@@ -184,7 +184,9 @@ def test_long_tasks_have_ten_to_twenty_calls_over_several_records():
 
 def test_other_domains_host_the_families():
     for family in SELECTION:
-        tasks = family_tasks(family, "stock_trading", 1) or family_tasks(family, "library_services", 1)
+        # (a long stock-trading request is often one the policy forbids: an account with an open order
+        # is not frozen, so it takes more draws)
+        tasks = family_tasks(family, "stock_trading", 1, attempts=40) or family_tasks(family, "library_services", 1)
         assert tasks, family
 
 

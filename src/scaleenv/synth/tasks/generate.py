@@ -746,7 +746,7 @@ class TaskBuilder:
                     return True
                 continue
             trimmed = self.trim_args(tool, args)
-            if trimmed is None or self.exempt_input(tool, trimmed):
+            if trimmed is None or self.exempt_input(tool, trimmed) or self.breaks_a_rule(scratch, tool, trimmed):
                 continue
             args = trimmed
             changed = self.observable_effect(scratch, tool, args)
@@ -756,6 +756,11 @@ class TaskBuilder:
             self.goal_call(tool, args)
             return True
         return False
+
+    def breaks_a_rule(self, scratch: World, tool: ToolSpec, args: dict[str, Any]) -> bool:
+        """Whether an allowed request drawn on ``scratch`` would break a rule of the policy (freeze an
+        account with an open order): the task would be rejected for it, so it is not drawn."""
+        return self.spec.policy is not None and bool(broken_rules(scratch, self.spec, tool, args))
 
     def finish(self, initial: bytes, level: str, density: int, withheld: int) -> Task:
         with _stage("verify"):

@@ -60,7 +60,7 @@ class LongBuilder(BulkBuilder):
             assert focus is not None
             args = sampler.satisfying_args(tool, attempts=3, fixed={focus[0]: leaf.row["id"]})
             args = self.trim_args(tool, args) if args is not None else None
-            if args is None or self.exempt_input(tool, args):
+            if args is None or self.exempt_input(tool, args) or self.breaks_a_rule(scratch, tool, args):
                 continue
             snap = scratch.snapshot()
             changed = self.observable_effect(scratch, tool, args)
