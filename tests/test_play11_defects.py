@@ -85,7 +85,7 @@ def test_a_courier_never_books_a_pickup_as_a_customer():
     (CUS-0023)", and CUS-0023 was Jackson Vazquez: a careful agent had to refuse."""
     ctx = context("express_logistics", 5309)
     seen = 0
-    for attempt in range(40):
+    for attempt in range(60):  # (express hosts enabled tasks now, whose draws are often rejected)
         try:
             task = generate_task(ctx, 5309, attempt)
         except TaskRejected:
