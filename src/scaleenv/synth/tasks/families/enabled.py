@@ -22,7 +22,6 @@ from scaleenv.synth.tasks.families.refusal import RefusalBuilder, policy_rules, 
 from scaleenv.synth.tasks.generate import TaskRejected
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import ENDING, call_effect, clashes
-from scaleenv.tools.policy import broken_rules
 from scaleenv.tools.sampling import ArgSampler
 from scaleenv.world.world import World
 
@@ -110,7 +109,7 @@ class EnabledBuilder(RefusalBuilder):
             for _ in range(DRAWS):
                 drawn = sampler.satisfying_args(other, attempts=3, fixed=fixed)
                 trimmed = self.trim_args(other, drawn) if drawn is not None else None
-                if trimmed is None or self.exempt_input(other, trimmed) or broken_rules(scratch, self.spec, other, trimmed) \
+                if trimmed is None or self.exempt_input(other, trimmed) or self.breaks_a_rule(scratch, other, trimmed) \
                         or self.foreign_call(Call(tool=other.name, args=trimmed)) \
                         or not self.lifts(scratch, other, trimmed, tool, args):
                     continue  # the step is itself allowed, the user's to ask for, and lifts the rule
@@ -138,7 +137,7 @@ class EnabledBuilder(RefusalBuilder):
             return []
         target = scratch.row(focus[1], args[focus[0]]) or {}
         parents = {c.foreign_key.split(".")[0]: target.get(c.name) for c in table.columns if c.foreign_key}
-        child_links = {child: column for child, column in self.ctx.children(focus[1])}
+        child_links = dict(self.ctx.children(focus[1]))
         out = []
         for other in self.ctx.goal_tools:
             near = self.ctx.focus(other) if other.name in lifting else None
