@@ -64,6 +64,7 @@ from scaleenv.synth.tasks.state import (
     vary_measures,
 )
 from scaleenv.synth.tasks.tiers import TIER_KNOBS, draw_tier
+from scaleenv.synth.tasks.true_rules import drop_true_rivals, reasons_true_of
 from scaleenv.synth.tasks.validity import (
     ZERO_ANSWERS,
     answer_options,
@@ -1144,6 +1145,8 @@ class TaskBuilder:
         root = next(iter(self.entities.values()), None)
         instruction, profile = self.user_side(root, withheld)
         facts = self.own_figures_are_no_rivals(fair_rivals([dict(f) for f in self.answer_facts]), tools)
+        if any(f["name"] == REFUSAL_FACT for f in facts):  # a rule true of a record the agent sees is no guess
+            facts = drop_true_rivals(facts, reasons_true_of(self.world, self.ctx, _scalars(self.gold_outputs)))
         refused = self.refused_records()
         for f in facts:
             if f["name"] == REFUSAL_FACT and refused:
