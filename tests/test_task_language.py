@@ -147,6 +147,6 @@ def test_a_goal_said_from_a_tool_description_says_only_what_the_tool_does():
     from synth_helpers import context
 
     tool = next(t for t in context("pet_care").spec.tools if t.description.startswith("Transfer an active pet"))
-    assert "appointments are cancelled" in tool.description
+    assert "appointments stay booked" in tool.description  # the second sentence states a rule of the tool
     text = plain_sentence(Goal(tool, {"new_owner_id": "OWN-0013"}, {}), "every cat of mine", random.Random(0))
     assert "appointments" not in text and "OWN-0013" in text and text.startswith("Transfer")

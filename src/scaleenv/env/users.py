@@ -334,6 +334,9 @@ class ScriptedUser(User):
                 if not facts and (kinds := {f.split()[-1] for f in asked if f in unsaid}):
                     # the user's own fact of that kind (its e-mail, not the sender's)
                     facts = [f for f in self.identity if f not in given and any(k in f.split() for k in kinds)]
+                if not facts and (yours := set(re.findall(r"\byour ([a-z]+)", sentence.lower()))):
+                    # "what is your email?" where the user's fact is its account's "email address"
+                    facts = [f for f in self.identity if f not in given and any(k in f.split() for k in yours)]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
             if not facts and asks_which(sentence):

@@ -140,6 +140,8 @@ class Vocabulary:
             for n in nouns:
                 if (words == n or words.startswith(n + " ")) and len(n) > best_len:
                     best, best_len = (table, words[len(n):].strip() or "id"), len(n)
+        if best[0] is not None and best[0] not in self.columns.get(words, [best[0]]):
+            return None, words  # a parameter's own name: a show's "rental price" is no rental's price
         if best[0] is None and words.endswith(" id"):  # a parameter naming a row: "new owner id"
             stem = re.sub(r"^new ", "", words[:-3])
             for table, nouns in self.nouns.items():
@@ -169,8 +171,9 @@ class Vocabulary:
             if table is not None:
                 return self.nouns.get(table, []), col
         # a known compound ("zip code", "phone number") is a column's words, not "<noun> <column>"
+        # ... and so is a parameter's own name ("declared value", "avg rating": not the "declared's value")
         if len(words) >= 2 and words[0] != "new" and " ".join(words) not in self.param_words \
-                and " ".join(words) not in SYNONYMS:
+                and " ".join(words) not in SYNONYMS and " ".join(words) not in self.columns:
             return with_plurals([words[0]]), " ".join(words[1:])
         return [], col
 

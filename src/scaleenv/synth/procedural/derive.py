@@ -574,7 +574,8 @@ _IMPERATIVE_VERBS = {
     "relocate", "recall", "terminate", "settle", "finalize", "postpone", "rescind", "offboard", "kick", "write",
     "bring", "reconnect", "reset", "dump", "charge", "comp", "grade", "redeem", "apply", "save", "bookmark", "link",
     "seat", "enter", "tip", "leave", "rate", "offer", "sow", "store", "prescribe", "86", "show", "ship", "dispatch",
-    "deliver", "allocate", "hand", "resolve", "discontinue", "collect", "no-show",
+    "deliver", "allocate", "hand", "resolve", "discontinue", "collect", "no-show", "take", "secure", "discard",
+    "complete", "finish", "activate", "deactivate", "extend", "revoke", "dismiss",
 }
 
 

@@ -101,21 +101,26 @@ class SeedGenerator:
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         out = {}
         clock = {"now": self.clock.isoformat(), "today": self.clock.date().isoformat()}
-        for ent in self.order():
+        order = self.order()
+        # a rule about the row's children is kept once they are drawn (``keep_children``); one that reads a
+        # table drawn later (a couple's bookings within its budget) holds of the rows drawn so far while they
+        # are drawn, and is checked again once every table is
+        checks: dict[str, list[tuple[Invariant, str]]] = {}
+        deferred: list[Invariant] = []
+        for ent in order:
+            self.create_table(ent)
+            checks[ent.name] = []
+            for inv in self.invariants:
+                if inv.table == ent.name and inv.kind in ("row", "unique") and (inv.fix or {}).get("kind") != "children":
+                    sql = self._row_check(inv)
+                    checks[ent.name].append((inv, sql))
+                    if not self._compiles(sql, clock):
+                        deferred.append(inv)
+        for ent in order:
             n = max(3, round(ent.count * self.scale))
             ids = [f"{ent.id_prefix}-{i:04d}" for i in range(1, n + 1)]
             self.ids[ent.name] = ids
             cols = ["id", *(c.name for c in ent.columns)]
-            t = quote_ident(ent.name)
-            self.scratch.execute(f"CREATE TABLE {t} ({', '.join(quote_ident(c) for c in cols)}, PRIMARY KEY (id))")
-            for c in ent.columns:
-                if c.ref:
-                    self.scratch.execute(f"CREATE INDEX {quote_ident('_i_' + ent.name + c.name)} "
-                                         f"ON {t}({quote_ident(c.name)})")
-            # a rule about the row's children is kept once they are drawn (``keep_children``)
-            checks = [(inv, self._row_check(inv)) for inv in self.invariants
-                      if inv.table == ent.name and inv.kind in ("row", "unique")
-                      and (inv.fix or {}).get("kind") != "children"]
             rows = []
             seen: dict[str, set[object]] = {c.name: set() for c in ent.columns if _distinct(c)}
             states = list(ent.lifecycle.states) if ent.lifecycle else []
@@ -123,7 +128,7 @@ class SeedGenerator:
                 # the first rows cover every lifecycle state, so each transition has a row to act on
                 forced = states[i] if i < len(states) and len(ids) >= 2 * len(states) else None
                 try:
-                    row = self.conforming_row(ent, rid, seen, forced, _Trial(self.scratch, ent.name, cols, checks, clock))
+                    row = self.conforming_row(ent, rid, seen, forced, _Trial(self.scratch, ent.name, cols, checks[ent.name], clock))
                 except SpecError:
                     if i < 3:  # a table keeps at least three rows (tasks need a target and look-alikes)
                         raise
@@ -140,7 +145,25 @@ class SeedGenerator:
             out[ent.name] = rows
             self.keep_children(ent, out, clock)
         self.apply_derived(out)
+        self.still_kept(deferred, clock, "once the tables it reads are drawn")
         return out
+
+    def create_table(self, ent: Entity) -> None:
+        """``ent``'s table in the scratch database (every column, an index per foreign key)."""
+        t = quote_ident(ent.name)
+        cols = ["id", *(c.name for c in ent.columns)]
+        self.scratch.execute(f"CREATE TABLE {t} ({', '.join(quote_ident(c) for c in cols)}, PRIMARY KEY (id))")
+        for c in ent.columns:
+            if c.ref:
+                self.scratch.execute(f"CREATE INDEX {quote_ident('_i_' + ent.name + c.name)} ON {t}({quote_ident(c.name)})")
+
+    def _compiles(self, sql: str, clock: dict[str, str]) -> bool:
+        """Whether the check ``sql`` runs on the tables drawn so far (it names none drawn later)."""
+        try:
+            self.scratch.execute("EXPLAIN " + sql, {**_used(sql, clock), "_key": None})
+        except sqlite3.OperationalError:
+            return False
+        return True
 
     def conforming_row(self, ent: Entity, rid: str, seen: dict[str, set[object]], forced: str | None,
                        trial: _Trial) -> dict[str, Any]:
@@ -225,12 +248,15 @@ class SeedGenerator:
             for key in broken:
                 rows[key][str(fix["state_column"])] = fix["otherwise"]
             others = [i for i in self.invariants if i.table == inv.table and i.kind in ("row", "unique")]
-            for other in others:
-                q = violation_query(other)
-                left = self.scratch.execute(q, _used(q, clock)).fetchone()
-                if left:
-                    raise SpecError([(f"entities.{inv.table}", f"row {left[0]} breaks {other.name} "
-                                                               f"({other.description}) once its children are drawn")])
+            self.still_kept(others, clock, "once its children are drawn")
+
+    def still_kept(self, invariants: list[Invariant], clock: dict[str, str], when: str) -> None:
+        """Raise SpecError naming the first of ``invariants`` a drawn row breaks (``when``: at what point)."""
+        for inv in invariants:
+            q = violation_query(inv)
+            left = self.scratch.execute(q, _used(q, clock)).fetchone()
+            if left:
+                raise SpecError([(f"entities.{inv.table}", f"row {left[0]} breaks {inv.name} ({inv.description}) {when}")])
 
     def _row_check(self, inv: Invariant) -> str:
         return f"SELECT 1 FROM ({violation_query(inv, key=True)})"

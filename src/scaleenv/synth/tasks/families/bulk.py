@@ -27,6 +27,7 @@ from scaleenv.synth.tasks.families.selection import (
     shift_dates,
 )
 from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+from scaleenv.synth.tasks.instruction import EntityRef
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, lookalikes
 from scaleenv.world.world import World
@@ -173,6 +174,18 @@ class BulkBuilder(SelectionBuilder):
                 if o.kind == "write" and ("every" in o.text.lower() or "each of them" in o.text.lower()):
                     o.subject = list(dict.fromkeys([*o.subject, *words]))
         return task
+
+    def user_side(self, root: EntityRef | None, withheld: int) -> tuple[str, dict[str, Any]]:
+        """A set is asked for by its condition, so the user knows no one member's name: "task title: Set
+        up alerting" beside "close every medium-priority task" reads as which of them (play round 33)."""
+        leaf = self.entities.get(self.sel.table) if self.sel is not None else None
+        if leaf is None or leaf is root:
+            return super().user_side(root, withheld)
+        display, leaf.display = leaf.display, None
+        try:
+            return super().user_side(root, withheld)
+        finally:
+            leaf.display = display
 
     def write_sentences(self) -> None:
         if self.sel is None:

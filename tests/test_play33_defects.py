@@ -1,0 +1,127 @@
+"""Play round 33 (seed 4747): the data and user-language defects the players found, each kept fixed.
+
+wedding planning: a couple's bookings and contracts exceeded its budget (62,382 against 27,160), and the
+budget could be set below what is committed; online learning: enrollments had progress (even completed)
+in courses that had not started, and work still awaiting a grade had a score; e-mail: look-alike
+mailboxes used three times their quota; pet care: transferring a pet cancelled appointments that the
+policy forbids cancelling so late; the user said "My declared's value is 252.97" and "The rental's price
+is 2.99" (a show's rental price, not a rental's)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from scaleenv.env.vocabulary import Vocabulary
+from scaleenv.tools.runtime import execute_tool
+from scaleenv.world.world import World
+from synth_helpers import context
+
+
+def rows(domain: str, sql: str) -> list:
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(context(domain).base)
+    return conn.execute(sql).fetchall()
+
+
+COMMITTED = ("(SELECT COALESCE(SUM(b.total_price), 0) FROM venue_bookings b WHERE b.couple_id = c.id "
+             "AND b.status != 'cancelled') + (SELECT COALESCE(SUM(v.amount), 0) FROM vendor_contracts v "
+             "WHERE v.couple_id = c.id AND v.status != 'cancelled')")
+
+
+def test_a_couples_commitments_stay_within_its_budget():
+    assert rows("wedding_planning", f"SELECT c.id FROM couples c WHERE {COMMITTED} > c.budget + 0.005") == []
+    assert rows("wedding_planning", f"SELECT 1 FROM couples c WHERE {COMMITTED} > 0.5 * c.budget") != []
+    assert rows("wedding_planning", "SELECT id FROM vendor_contracts WHERE status = 'draft' "
+                                    "AND service_date < '2026-06-15'") == []
+
+
+def test_the_budget_cannot_be_set_below_what_is_committed_nor_a_venue_booked_over_it():
+    ctx = context("wedding_planning")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    couple, committed = world.conn.execute(
+        f"SELECT c.id, {COMMITTED} AS k FROM couples c ORDER BY k DESC LIMIT 1").fetchone()
+    update = next(t for t in ctx.spec.tools if t.meta.get("family") == "update" and t.meta.get("column") == "budget")
+    key, value = (p.name for p in update.parameters)
+    low = execute_tool(world, update, {key: couple, value: round(committed / 2, 2)})
+    assert not low.ok and low.error == "rule_commitments_within_budget"
+    assert execute_tool(world, update, {key: couple, value: round(committed + 10, 2)}).ok
+    book = next(t for t in ctx.spec.tools if t.name in ("book_venue", "reserve_venue"))
+    venue, rate = world.conn.execute("SELECT id, daily_rate FROM venues WHERE capacity >= 30 "
+                                     "ORDER BY daily_rate DESC LIMIT 1").fetchone()
+    assert rate > 10
+    over = execute_tool(world, book, {"couple_id": couple, "venue_id": venue, "event_date": "2027-05-01", "guest_count": 30})
+    assert not over.ok and over.error == "over_budget"
+
+
+def test_progress_and_scores_come_only_when_they_can():
+    assert rows("online_learning", "SELECT e.id FROM enrollments e JOIN courses c ON c.id = e.course_id "
+                                   "WHERE e.progress_pct > 0 AND c.start_date > '2026-06-15'") == []
+    assert rows("online_learning", "SELECT 1 FROM enrollments WHERE status = 'completed'") != []
+    assert rows("online_learning", "SELECT id FROM submissions WHERE status != 'graded' AND score != 0") == []
+    assert rows("online_learning", "SELECT 1 FROM submissions WHERE status = 'graded' AND score > 0") != []
+
+
+def test_mail_stays_near_its_quota_in_every_world():
+    spec = context("email_management").spec
+    rule = next(i for i in spec.invariants if i.name == "accounts.storage_near_quota")
+    assert rule.table == "accounts"
+    assert rows("email_management", "SELECT id FROM accounts WHERE storage_used_mb > 1.2 * storage_quota_mb") == []
+
+
+def test_a_transferred_pet_keeps_its_appointments():
+    ctx = context("pet_care")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    pet, owner = world.conn.execute(
+        "SELECT p.id, p.owner_id FROM pets p JOIN appointments a ON a.pet_id = p.id "
+        "WHERE p.status = 'active' AND a.status = 'scheduled' ORDER BY p.id LIMIT 1").fetchone()
+    other = world.conn.execute("SELECT id FROM owners WHERE id != ? ORDER BY id LIMIT 1", (owner,)).fetchone()[0]
+    before = world.conn.execute("SELECT id, status FROM appointments WHERE pet_id = ? ORDER BY id", (pet,)).fetchall()
+    tool = next(t for t in ctx.spec.tools if t.name in ("transfer_pet", "change_pet_owner"))
+    assert execute_tool(world, tool, {"pet_id": pet, "new_owner_id": other}).ok
+    assert world.conn.execute("SELECT owner_id FROM pets WHERE id = ?", (pet,)).fetchone()[0] == other
+    assert world.conn.execute("SELECT id, status FROM appointments WHERE pet_id = ? ORDER BY id", (pet,)).fetchall() == before
+
+
+def test_a_parameters_own_name_is_said_whole():
+    express = Vocabulary(context("express_logistics").spec, ["declared value", "customer email"])
+    assert express.statement("declared value", "252.97") == "The declared value is 252.97."
+    assert express.statement("customer email", "a@b.c") == "My customer's email is a@b.c."
+    media = Vocabulary(context("entertainment_media_query").spec, ["rental price", "avg rating"])
+    assert media.statement("rental price", "2.99") == "The rental price is 2.99."
+    assert media.statement("avg rating", "5") == "The avg rating is 5."
+
+
+def test_the_express_identity_rule_names_the_courier_too():
+    policy = context("express_logistics").spec.policy
+    assert policy is not None
+    text = next(r.text for r in policy.rules if r.kind == "identity")
+    assert "courier" in text and "customer" in text
+
+
+def test_a_bulk_request_names_no_one_member_of_its_set():
+    """project_management/00054: "close every medium-priority task" came with the withheld fact "task title:
+    Set up alerting", which the user then gave as if it said which task it meant."""
+    from collections import Counter
+
+    from synth_helpers import family_tasks
+
+    checked = 0
+    for domain in ("project_management", "pet_care"):
+        spec = context(domain).spec
+        for task in family_tasks(domain, "bulk", 4):
+            tool = Counter(c.tool for c in task.gold_chain).most_common(1)[0][0]  # the write made on every member
+            singular = context(domain).singular(spec.tool(tool).meta["entity"]).replace("_", " ")
+            named = [f for f in task.user_profile.known if f.startswith(singular + " ") and not f.endswith(" id")]
+            assert named == [], (task.id, named)
+            checked += 1
+    assert checked >= 4
+
+
+def test_a_phrasing_that_asks_in_its_own_words_gets_no_second_request():
+    """knowledge_management/00227: "take it down and put it back into draft, it has errors; please mark it
+    draft" said the request twice."""
+    from scaleenv.synth.procedural.derive import with_request
+
+    said = "Take article {article_id} down and put it back into draft, it has errors."
+    assert with_request(said, "draft") == said
+    assert with_request("Order {order_id} just left the warehouse.", "shipped").endswith("; please mark it shipped.")
