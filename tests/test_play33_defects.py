@@ -1,4 +1,5 @@
-"""Play round 33 (seed 4747): the data and user-language defects the players found, each kept fixed.
+"""Play rounds 33 (seed 4747) and 34 (seed 5151): the data and user-language defects the players found,
+each kept fixed.
 
 wedding planning: a couple's bookings and contracts exceeded its budget (62,382 against 27,160), and the
 budget could be set below what is committed; online learning: enrollments had progress (even completed)
@@ -125,3 +126,15 @@ def test_a_phrasing_that_asks_in_its_own_words_gets_no_second_request():
     said = "Take article {article_id} down and put it back into draft, it has errors."
     assert with_request(said, "draft") == said
     assert with_request("Order {order_id} just left the warehouse.", "shipped").endswith("; please mark it shipped.")
+
+
+def test_round_34_data_rules():
+    """Play round 34 (seed 5151): a confirmed venue booking three days past its event date (is the 9-month
+    rule about it?), one student's eight submissions to one assignment, a sprint running after its
+    project's due date."""
+    assert rows("wedding_planning", "SELECT id FROM venue_bookings WHERE status IN ('held', 'confirmed') "
+                                    "AND event_date < '2026-06-15'") == []
+    assert rows("wedding_planning", "SELECT 1 FROM venue_bookings WHERE status = 'confirmed'") != []
+    assert rows("online_learning", "SELECT 1 FROM submissions GROUP BY assignment_id, student_id HAVING COUNT(*) > 1") == []
+    assert rows("project_management", "SELECT s.id FROM sprints s JOIN projects p ON p.id = s.project_id "
+                                      "WHERE s.end_date > p.due_date") == []
