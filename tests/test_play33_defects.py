@@ -138,3 +138,22 @@ def test_round_34_data_rules():
     assert rows("online_learning", "SELECT 1 FROM submissions GROUP BY assignment_id, student_id HAVING COUNT(*) > 1") == []
     assert rows("project_management", "SELECT s.id FROM sprints s JOIN projects p ON p.id = s.project_id "
                                       "WHERE s.end_date > p.due_date") == []
+
+
+def test_round_35_data_rules():
+    """Play round 35 (seed 6262): PG-13 titles on a kids profile's watchlist, corn sown after corn on one
+    field, a completed project still running a sprint; and signed wedding contracts whose day has come
+    (``mark_fulfilled`` needs one)."""
+    assert rows("entertainment_media_query", "SELECT w.id FROM watchlist_items w JOIN profiles p ON p.id = w.profile_id "
+                "JOIN titles t ON t.id = w.title_id WHERE w.status != 'dropped' AND p.maturity = 'kids' "
+                "AND t.age_rating NOT IN ('G', 'PG')") == []
+    assert rows("entertainment_media_query", "SELECT 1 FROM watchlist_items w JOIN profiles p ON p.id = w.profile_id "
+                                             "WHERE p.maturity = 'kids'") != []
+    assert rows("agriculture_environmental", "SELECT a.id FROM plantings a JOIN plantings b ON b.field_id = a.field_id "
+                "AND b.crop = a.crop AND b.id != a.id WHERE NOT EXISTS (SELECT 1 FROM plantings m WHERE "
+                "m.field_id = a.field_id AND (m.planted_on, m.id) > (a.planted_on, a.id) "
+                "AND (m.planted_on, m.id) < (b.planted_on, b.id)) AND (b.planted_on, b.id) > (a.planted_on, a.id)") == []
+    assert rows("agriculture_environmental", "SELECT 1 FROM plantings GROUP BY field_id HAVING COUNT(*) > 2") != []
+    assert rows("project_management", "SELECT s.id FROM sprints s JOIN projects p ON p.id = s.project_id "
+                "WHERE s.status IN ('planned', 'active') AND p.status IN ('completed', 'cancelled')") == []
+    assert rows("wedding_planning", "SELECT 1 FROM vendor_contracts WHERE status = 'signed' AND service_date <= '2026-06-15'") != []
