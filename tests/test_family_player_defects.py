@@ -152,9 +152,8 @@ def test_without_the_cause_fix_the_detector_finds_the_players_contradictions(mon
     monkeypatch.setattr(PartialBuilder, "contradicts_refused", lambda *a, **k: False)
     monkeypatch.setattr(gen, "contradicting_requests", lambda *a, **k: [])
     found = []
-    for t in _tasks(name, range(110)):
-        if t.family == "partial":
-            found += contradicting_requests(spec, _initial(name, t), t.gold_chain, t.forbidden)
+    for t in _tasks(name, range(110), ChainConfig(family_mix={"partial": 1.0})):
+        found += contradicting_requests(spec, _initial(name, t), t.gold_chain, t.forbidden)
     # two moves for one state, or an edit of a record the refused call would end (".plan" of a profile
     # whose cancellation is refused)
     assert found and all(" vs refused " in f for f in found) and any(".status" in f for f in found)

@@ -157,3 +157,31 @@ def test_round_35_data_rules():
     assert rows("project_management", "SELECT s.id FROM sprints s JOIN projects p ON p.id = s.project_id "
                 "WHERE s.status IN ('planned', 'active') AND p.status IN ('completed', 'cancelled')") == []
     assert rows("wedding_planning", "SELECT 1 FROM vendor_contracts WHERE status = 'signed' AND service_date <= '2026-06-15'") != []
+
+
+def test_a_long_task_gets_the_turns_its_gold_chain_needs_by_default():
+    """A 16-call wedding task said one request at a time ran out of the default 30 agent actions and scored
+    the oracle 0 in a rollout: by default an episode gets twice the gold chain plus 10 (never under 30),
+    and an explicit limit is kept."""
+    from scaleenv.env.cache import build_worlds, make_episode
+    from scaleenv.env.core import DEFAULT_MAX_TURNS, Mode, ToolEnv, run_sync, turns_for
+    from scaleenv.env.loop import run_episode
+    from scaleenv.env.policies import make_agent
+    from scaleenv.env.users import ScriptedUser
+    from synth_helpers import family_tasks
+
+    ctx = context("wedding_planning")
+    long_tasks = [t for t in family_tasks("wedding_planning", "long", 6) if len(t.gold_chain) >= 12]
+    assert long_tasks
+    task = max(long_tasks, key=lambda t: len(t.gold_chain))
+    assert turns_for(task, None) == 2 * len(task.gold_chain) + 10 > DEFAULT_MAX_TURNS
+    assert turns_for(task, 6) == 6
+    short = family_tasks("wedding_planning", "direct", 1)[0]
+    assert turns_for(short, None) == DEFAULT_MAX_TURNS
+    scores = {}
+    for limit in (DEFAULT_MAX_TURNS, None):  # the noisy oracle at full skill reports after each step
+        ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))
+        env = ToolEnv(task, ep, user=ScriptedUser(), mode=Mode.CONVERSATIONAL, max_turns=limit, release=lambda _: None)
+        scores[limit] = run_sync(run_episode(env, make_agent("noisy:1.0"), seed=0)).score
+    assert scores[None] == 1.0
+    assert task.user_profile.gradual <= (scores[DEFAULT_MAX_TURNS] == 0.0)  # told one request at a time, 30 was too few

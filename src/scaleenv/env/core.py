@@ -189,7 +189,7 @@ class ToolEnv:
 
     def __init__(self, task: Task, episode: Episode, *, user: User | None = None,
                  mode: str | Mode = Mode.CONVERSATIONAL, channel: str | Channel = Channel.TEXT,
-                 max_turns: int = 30, max_user_turns: int = 10, seed: int = 0,
+                 max_turns: int | None = None, max_user_turns: int = 10, seed: int = 0,
                  release: Callable[[Episode], None] | None = None, reward_shape: str = "binary"):
         self.task = task
         try:
@@ -203,7 +203,7 @@ class ToolEnv:
         if self.mode is Mode.CONVERSATIONAL and user is None and self.channel is Channel.TEXT:
             raise EnvError("conversational mode needs a user; pass user=... or mode='solo'")
         self.user = user if self.mode is Mode.CONVERSATIONAL else None
-        self.max_turns = max_turns
+        self.max_turns = turns_for(task, max_turns)
         self.max_user_turns = max_user_turns
         self.seed = seed
         self._release = release
@@ -552,9 +552,22 @@ class ToolEnv:
         )
 
 
+DEFAULT_MAX_TURNS = 30
+"""Agent actions an episode gets when nobody says (a long task gets more: :func:`turns_for`)."""
+
+
+def turns_for(task: Task, requested: int | None) -> int:
+    """The agent actions an episode of ``task`` gets: ``requested``; by default :data:`DEFAULT_MAX_TURNS`, or
+    for a long task twice its gold chain plus 10 (a call and a message per step: 16 calls said one request at
+    a time take about 40 actions, and a default that cuts them scores a correct agent 0)."""
+    if requested is not None:
+        return requested
+    return max(DEFAULT_MAX_TURNS, 2 * len(task.gold_chain) + 10)
+
+
 def make(universe: str | Path | Any, task: str | Task, *, user: str | User | None = "scripted",
          mode: str | Mode = Mode.CONVERSATIONAL, channel: str | Channel = Channel.TEXT, all_tools: bool = False,
-         max_turns: int = 30, max_user_turns: int = 10, seed: int = 0, user_options: Any = None,
+         max_turns: int | None = None, max_user_turns: int = 10, seed: int = 0, user_options: Any = None,
          clients: Any = None, reward_shape: str = "binary") -> ToolEnv:
     """A :class:`ToolEnv` for one task of a universe directory (a task id, or a Task given inline).
 

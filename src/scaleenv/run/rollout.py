@@ -96,7 +96,7 @@ class RolloutJob:
     agent: str
     user: str | None
     mode: str = "conversational"
-    max_turns: int = 30
+    max_turns: int | None = None  # None: 30, or enough for a long task's gold chain (env.core.turns_for)
     max_user_turns: int = 10
     concurrency: int = 8
     agent_options: AgentOptions = field(default_factory=AgentOptions)
@@ -286,7 +286,7 @@ class RolloutConfig:
     mode: str = "conversational"
     trials: int = 1
     seed: int = 0
-    max_turns: int = 30
+    max_turns: int | None = None  # None: 30, or enough for a long task's gold chain (env.core.turns_for)
     max_user_turns: int = 10
     executor: str = "serial"
     workers: int = 2
@@ -345,7 +345,8 @@ def validate_config(cfg: RolloutConfig) -> None:
     if cfg.executor not in EXECUTORS:
         raise RolloutError(f"unknown --executor {cfg.executor!r}; use serial, process or ray")
     for name, value, lo in (("--trials", cfg.trials, 1), ("--workers", cfg.workers, 1),
-                            ("--max-turns", cfg.max_turns, 1), ("--max-user-turns", cfg.max_user_turns, 1),
+                            ("--max-turns", 1 if cfg.max_turns is None else cfg.max_turns, 1),
+                            ("--max-user-turns", cfg.max_user_turns, 1),
                             ("--concurrency", concurrency(cfg), 1)):
         if value < lo:
             raise RolloutError(f"{name} must be at least {lo}, got {value}")
