@@ -185,3 +185,17 @@ def test_a_long_task_gets_the_turns_its_gold_chain_needs_by_default():
         scores[limit] = run_sync(run_episode(env, make_agent("noisy:1.0"), seed=0)).score
     assert scores[None] == 1.0
     assert task.user_profile.gradual <= (scores[DEFAULT_MAX_TURNS] == 0.0)  # told one request at a time, 30 was too few
+
+
+def test_round_36_a_scenes_lights_and_a_messages_attachments():
+    """Play round 36 (seed 7373): "disable every scene ... that is on for now" could mean enabled scenes or
+    scenes with their lights on, and the user could not say which; a 2377 KB message carried 5487 KB of
+    attachments."""
+    from scaleenv.formats.domain import Column
+    from scaleenv.synth.tasks.families.selection import qualified
+
+    assert qualified("scene", Column(name="light_power", enum=["on", "off"]), "on") == "scene with the light power on"
+    assert qualified("light", Column(name="power", enum=["on", "off"]), "off") == "light that is off"
+    assert rows("email_management", "SELECT m.id FROM messages m JOIN attachments a ON a.message_id = m.id "
+                                    "GROUP BY m.id HAVING SUM(a.size_kb) > MAX(m.size_kb)") == []
+    assert rows("email_management", "SELECT 1 FROM attachments GROUP BY message_id HAVING COUNT(*) > 1") != []

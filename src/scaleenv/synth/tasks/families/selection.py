@@ -154,7 +154,10 @@ def qualified(noun: str, c: Column, value: Any) -> str:
         # "every placed order of mine" reads as every order I placed: the state is said as one
         return f"{noun} that is still {said}"
     if said.lower() in ("on", "off"):
-        return f"{noun} that is {said}"  # "every light that is on", not "every on light"
+        col = col_words(c)
+        if is_state(c) or col in ("power", "state", "status"):
+            return f"{noun} that is {said}"  # "every light that is on", not "every on light"
+        return f"{noun} with the {col} {said}"  # a scene "that is off" reads as disabled: its light power is off
     if len(words) == 1 and c.name.lower() in _GRADE_COLUMNS:
         return f"{said}-{c.name.lower()} {noun}"  # "every low-priority ticket", not "every low ticket"
     if len(words) == 1:
