@@ -199,3 +199,13 @@ def test_round_36_a_scenes_lights_and_a_messages_attachments():
     assert rows("email_management", "SELECT m.id FROM messages m JOIN attachments a ON a.message_id = m.id "
                                     "GROUP BY m.id HAVING SUM(a.size_kb) > MAX(m.size_kb)") == []
     assert rows("email_management", "SELECT 1 FROM attachments GROUP BY message_id HAVING COUNT(*) > 1") != []
+
+
+def test_round_36_a_clinician_holds_one_consultation_at_a_time_past_ones_too():
+    """Play round 36 (healthcare_telemedicine/00077): three completed consultations of one clinician at
+    2026-02-07T17:00 (look-alikes); the rule covered scheduled ones only."""
+    assert rows("healthcare_telemedicine", "SELECT clinician_id, scheduled_at FROM consultations WHERE status != 'cancelled' "
+                                           "GROUP BY clinician_id, scheduled_at HAVING COUNT(*) > 1") == []
+    spec = context("healthcare_telemedicine").spec
+    rule = next(i for i in spec.invariants if i.name == "consultations.clinician_not_double_booked")
+    assert "cancelled" in (rule.when or "") and "scheduled" not in (rule.when or "")
