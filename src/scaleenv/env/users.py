@@ -331,12 +331,13 @@ class ScriptedUser(User):
                 # sender the user will ask to block later; play round 30)
                 asked = self.vocab.asked(sentence, agent_text)
                 facts = [f for f in asked if f not in given and f not in unsaid]
-                if not facts and (kinds := {f.split()[-1] for f in asked if f in unsaid}):
-                    # the user's own fact of that kind (its e-mail, not the sender's)
-                    facts = [f for f in self.identity if f not in given and any(k in f.split() for k in kinds)]
-                if not facts and (yours := set(re.findall(r"\byour ([a-z]+)", sentence.lower()))):
-                    # "what is your email?" where the user's fact is its account's "email address"
-                    facts = [f for f in self.identity if f not in given and any(k in f.split() for k in yours)]
+                # the user's own fact of a kind asked for: of a later request's fact (its e-mail, not the
+                # sender's), else of the word after "your" ("your email": its account's "email address")
+                kinds_asked = ({f.split()[-1] for f in asked if f in unsaid},
+                               set(re.findall(r"\byour ([a-z]+)", sentence.lower())))
+                for kinds in kinds_asked:
+                    if not facts:
+                        facts = [f for f in self.identity if f not in given and any(k in f.split() for k in kinds)]
             if not facts and asks_identity(sentence):
                 facts = [f for f in self.identity if f not in given]
             if not facts and asks_which(sentence):
