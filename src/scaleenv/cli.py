@@ -549,6 +549,7 @@ def play(
     user: str = typer.Option("scripted", "--user", help="The simulated user: scripted or openai:MODEL."),
     max_turns: int = typer.Option(50, "--max-turns", min=1, help="Agent actions before the episode is cut."),
     show_gold: bool = typer.Option(True, "--show-gold/--no-show-gold", help="Show the gold chain at the end."),
+    save: Path | None = typer.Option(None, "--save", help="Write the scored episode (a trajectory) to this file."),
 ) -> None:
     """Play one task as the agent: list and call tools, talk to the simulated user, then see the
     reward and its diff after ``done`` (input that ends before ``done`` is not scored: exit 4)."""
@@ -567,7 +568,7 @@ def play(
 
     try:
         reward = play_task(path, task, user=user, lines=_sys.stdin, show_gold=show_gold,
-                           echo=not _sys.stdin.isatty(), max_turns=max_turns)
+                           echo=not _sys.stdin.isatty(), max_turns=max_turns, save=save)
     except ScaleEnvError as e:
         fail(str(e))
     if reward is None:  # input ended before done: not scored

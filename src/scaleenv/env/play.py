@@ -39,8 +39,10 @@ HELP = __doc__.split("::", 1)[1].split("Input that ends", 1)[0].strip("\n")
 class Player:
     """Reads commands, acts on a :class:`ToolEnv`, prints what happens."""
 
-    def __init__(self, env: ToolEnv, console: Console, *, show_gold: bool = True, echo: bool = False):
+    def __init__(self, env: ToolEnv, console: Console, *, show_gold: bool = True, echo: bool = False,
+                 save: Path | None = None):
         self.env = env
+        self.save = save
         self.console = console
         self.show_gold = show_gold
         self.echo = echo
@@ -172,15 +174,21 @@ class Player:
             self.console.print(escape(chain_to_python(env.task.gold_chain)))
             for f in env.task.answer_facts:
                 self.console.print(f"answer fact: {escape(f.name)} = {escape(repr(f.value))}")
+        if self.save is not None:  # the whole conversation, to read back what the user was told and said
+            self.save.parent.mkdir(parents=True, exist_ok=True)
+            self.save.write_text(json.dumps(env.trajectory(agent="player").to_json(), indent=1) + "\n")
+            self.console.print(f"[dim]episode saved to {escape(str(self.save))}[/dim]")
         return reward
 
 
 def play(universe: str | Path, task_id: str, *, user: str = "scripted", lines: Iterable[str] | TextIO,
-         console: Console | None = None, show_gold: bool = True, echo: bool = False, max_turns: int = 50
-         ) -> dict[str, Any] | None:
+         console: Console | None = None, show_gold: bool = True, echo: bool = False, max_turns: int = 50,
+         save: str | Path | None = None) -> dict[str, Any] | None:
     """Play ``task_id`` of ``universe`` with the commands in ``lines``; return the reward JSON (``None``
-    when the lines end before ``done`` and the episode did not end by itself)."""
+    when the lines end before ``done`` and the episode did not end by itself). ``save``: a file the
+    scored episode is written to, as a trajectory (messages, tool calls, reward)."""
     console = console or Console(highlight=False)
     with make(universe, task_id, user=user, max_turns=max_turns) as env:
-        return Player(env, console, show_gold=show_gold, echo=echo).run(lines)
+        return Player(env, console, show_gold=show_gold, echo=echo,
+                      save=Path(save) if save is not None else None).run(lines)
 
