@@ -42,7 +42,7 @@ def test_returned_rentals_of_one_car_never_overlap():
         overlaps = world.conn.execute(
             "SELECT COUNT(*) FROM rentals a JOIN rentals b ON a.car_id = b.car_id AND a.id < b.id "
             "WHERE a.status IN ('reserved', 'active', 'returned') AND b.status IN ('reserved', 'active', 'returned') "
-            "AND a.start_date <= b.end_date AND b.start_date <= a.end_date").fetchone()[0]
+            "AND a.start_date < b.end_date AND b.start_date < a.end_date").fetchone()[0]  # a same-day handover is fine
         world.close()
         assert states >= 3
         assert overlaps == 0, seed

@@ -247,9 +247,11 @@ class Progress:
             answered = [i for i in reads if _mentions(s, self.objectives[i].asks) and _VALUE.search(sentence)]
             for i in answered:
                 self.done[i] = True
-            if not answered and len(reads) == 1 and re.search(r"\d", sentence) and not writes and not intent:
+            if not answered and len(reads) == 1 and re.search(r"\d", RECORD_ID.sub("", sentence)) and not writes \
+                    and not intent:
                 # the one open question, answered with a number or date ("Left to pay on check CHK-0064:
-                # 14.59 (subtotal 34.69, paid 20.10)", where "paid" reports no write: none is open)
+                # 14.59 (subtotal 34.69, paid 20.10)", where "paid" reports no write: none is open); a record's
+                # id is no answer ("the space is owned by USR-0034", said before asking who the user is)
                 self.done[reads[0]] = True
                 continue
             if not _DONE.search(sentence) and not any(_mentions(s, self.objectives[i].done_words) for i in writes):

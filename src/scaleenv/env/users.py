@@ -118,6 +118,15 @@ _EITHER_OR = re.compile(RECORD_ID.pattern + r"[^?.;]{0,40}?\bor\s+(?:[\w-]+\s+){
 """A choice between records ("FXT-0051 or FXT-0052?", "OFR-0061, or the bid OFR-0062?"); not an "or" in a
 dictated text beside ids ("new description: Or summer position somebody.")."""
 
+_OPTIONS = re.compile(
+    r"\bor\s+(?!not\b|no\b|(?:is there |are there )?(?:anything|something)\b|"
+    r"(?:(?:would|do) you (?:like|want|need) (?:me )?to |should i |shall i )?(?:change|adjust|edit|modify|correct|add)\b)",
+    re.IGNORECASE)
+"""A choice between courses of action ("pay the full 120, or just the 50 you mentioned?"): no yes answers it.
+Not an offer to go on or change something ("shall I go ahead, or is there anything else?")."""
+_DICTATED = re.compile(r'\([^)]*\)|"[^"]*"|:\s[^?]*$')
+"""Text the agent quotes (a new description, a message body): its words are no question's options."""
+
 _WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
                   r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
 _OPEN = re.compile(r"\b(what|which|when|where|how (much|many|long))\b[^.?!]*\b(would|do|should|will|shall) you "
@@ -182,6 +191,7 @@ class ScriptedUser(User):
         self.slip = profile.slip
         self.slipped = profile.slip
         """The slip, kept after it is put right: a change proposed on the wrong id later still gets a no."""
+        self.foreign_verbs, self.asked_verbs = _action_verbs(ctx.spec, self.progress.objectives)
 
     def _role(self) -> str:
         """Who a member of staff says they are, from their persona."""
@@ -308,6 +318,17 @@ class ScriptedUser(User):
                 elif pending and f"What I need is: {pending}" not in parts:
                     parts.append(f"What I need is: {pending}")
                 continue
+            if is_action_confirmation(sentence) and not decisions and _OPTIONS.search(_DICTATED.sub("", sentence)) \
+                    and (pending := self.recap()):
+                # "pay it in full, or only the 50?": the user says again what it asked for
+                if f"What I need is: {pending}" not in parts:
+                    parts.append(f"What I need is: {pending}")
+                continue
+            if is_action_confirmation(sentence) and not decisions and (pending := self.recap()) \
+                    and self.unasked_action(sentence):
+                # "Shall I decline them?" when the user asked to withdraw them: not what it asked for
+                parts.append(f"No, that is not what I asked for. What I need is: {pending}")
+                continue
             if is_action_confirmation(sentence) and not decisions:
                 wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
                 slipped = self.slipped
@@ -376,6 +397,12 @@ class ScriptedUser(User):
             parts.append("I don't know that, sorry.")
         verdict = [p for p in parts if p.startswith(("Yes, please go ahead.", "No, that is not right", NO_ALTERNATIVE))]
         return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
+
+    def unasked_action(self, sentence: str) -> bool:
+        """Whether a confirmation proposes only moves of the domain the user asked for none of ("decline
+        the offers" to a user who asked to withdraw them)."""
+        words = {_stem(w) for w in re.findall(r"[a-z]+", sentence.lower())}
+        return bool(words & self.foreign_verbs) and not words & self.asked_verbs
 
     def wrong_fact(self, sentence: str) -> str | None:
         """A fact of the user's that a confirmation question names with another value (the wrong
@@ -468,6 +495,38 @@ class ScriptedUser(User):
         elif not parts:
             parts.append(f"That does not finish my request yet. I still need this: {self.recap()}")
         return " ".join(parts)
+
+
+def _stem(word: str) -> str:
+    """A verb form's stem: "declined", "declining", "decline" -> "declin"; "cancelled" -> "cancel";
+    "withdrawn" -> "withdraw"."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3 and not word.endswith("ss"):
+            word = word[: -len(suffix)]
+            break
+    else:
+        if word.endswith("wn"):
+            word = word[:-1]
+    if len(word) >= 4 and word[-1] == word[-2] and word[-1] not in "aeiousz":
+        word = word[:-1]
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
+
+
+_TALK_VERBS = frozenset(_stem(w) for w in (
+    "confirm", "proceed", "continue", "go", "send", "take", "make", "start", "end", "mark", "set", "update", "add",
+    "create", "record", "change", "edit", "log", "get", "check", "open", "close"))
+"""Verbs too common in talk to tell one move from another ("shall I go ahead and confirm?")."""
+
+
+def _action_verbs(spec: DomainSpec | None, objectives: list[Any]) -> tuple[set[str], set[str]]:
+    """(the stems of the domain's moves the user asked for none of, the stems of those it asked for): a
+    lifecycle move's verb ("decline", "retract") is asked for when the user's requests or the words that
+    report them done ("withdrawn", "retracted") say it."""
+    asked = {_stem(w) for o in objectives for text in (o.text, *o.done_words) for w in re.findall(r"[a-z]+", text.lower())}
+    moves = {_stem(str(t.meta["verb"]).split("_")[0]) for t in (spec.tools if spec is not None else [])
+             if t.kind == "write" and t.meta.get("family") == "transition" and t.meta.get("verb")}
+    moves = {m for m in moves if len(m) >= 4 and m not in _TALK_VERBS}
+    return moves - asked, (moves & asked) | {_stem(w) for o in objectives for w in o.done_words if " " not in w}
 
 
 def has_words(text: str, phrase: str) -> bool:

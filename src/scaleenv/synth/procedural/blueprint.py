@@ -55,6 +55,8 @@ class Transition(_M):
     """The foreign key through which the person who makes this move is reached, where it is not the
     person the record names: an offer is declined by the seller of its listing (``listing_id``), not
     by its buyer."""
+    staff: bool = False
+    """Only staff make this move (a moderator suspends an account): a customer never asks for it."""
 
 
 class Lifecycle(_M):
@@ -165,6 +167,9 @@ class Entity(_M):
     rules: list[RowRule] = Field(default_factory=list)
     unique_together: list[list[str]] = Field(default_factory=list)
     constraints: list[Constraint] = Field(default_factory=list)
+    speaks: bool = True
+    """Whether a person of this kind is a user of the service who asks for things (a pet's owner), or only
+    a record staff look after (a club's players): a task never has one speak for itself."""
 
 
 def entity_rules(ent: Entity, bp: Blueprint | None = None) -> list[RowRule]:
@@ -354,6 +359,9 @@ class Operation(_M):
     errors: dict[str, str] = Field(default_factory=dict)
     phrasings: list[str] = Field(default_factory=list)
     answer: str | None = None
+    staff: bool = False
+    """Only staff do this (an interviewer's scorecard): a customer never asks for it, so no task has a
+    customer ask for it."""
 
 
 class PolicyEntry(_M):

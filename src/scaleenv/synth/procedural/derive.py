@@ -387,7 +387,7 @@ class _Deriver:
             returns=self.returns_row(ent, key)), "transition", ent, to=t.to, state_column=lc.column,
             phrasings=[with_request(p.replace(f"{{{ent.singular}_id}}", f"{{{key}}}"), t.to, ent.name in self.person_tables())
                        for p in t.phrasings], verb=verb,
-            **({"by": t.by} if t.by else {}))
+            **({"by": t.by} if t.by else {}), **({"staff": True} if t.staff else {}))
         self.refs[f"{ent.name}.{t.verb if isinstance(t.verb, str) else t.verb[0]}"] = self.tools[-1]
 
     def follow_parents(self, ent: Entity, t: Transition, key: str) -> list[str]:
@@ -462,7 +462,7 @@ class _Deriver:
             generated={k: Generated(**v) for k, v in op.generated.items()}, preconditions=list(op.preconditions),
             effects=list(op.effects), postconditions=list(op.postconditions), returns=returns, errors=errors),
             family, self.bp.entity(returns.table) if returns.table else None, phrasings=op.phrasings,
-            answer=op.answer)
+            answer=op.answer, **({"staff": True} if op.staff else {}))
         self.refs[op.name if isinstance(op.name, str) else op.name[0]] = self.tools[-1]
 
     def run(self) -> DomainSpec:
@@ -480,7 +480,9 @@ class _Deriver:
                           invariants=blueprint_invariants(self.bp), policy=self.policy(),
                           meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural",
                                 "singular": {e.name: e.singular for e in self.bp.entities},
-                                "display": {e.name: e.display for e in self.bp.entities if e.display}})
+                                "display": {e.name: e.display for e in self.bp.entities if e.display},
+                                **({"silent": silent} if (silent := [e.name for e in self.bp.entities
+                                                                      if not e.speaks]) else {})})
 
     def policy(self) -> Policy | None:
         """The blueprint's policy with the names this seed gave the tools it governs (a rule whose

@@ -300,9 +300,10 @@ class SeedGenerator:
                     ids = self.ids.get(c.ref, []) if c.ref else []
                     v = ids[self.rng.randrange(len(ids))] if ids else None if c.ref else self.default(c)
             if lc and v is not None and c.type in ("date", "datetime"):
-                if state in lc.future_in.get(c.name, ()):
+                follows = _follows(override if override is not None else c.gen)
+                if state in lc.future_in.get(c.name, ()) and not (follows and self.on_side(v, future=True)):
                     v = self.place(c, v, future=True)
-                elif state in lc.past_in.get(c.name, ()):
+                elif state in lc.past_in.get(c.name, ()) and not (follows and self.on_side(v, future=False)):
                     v = self.place(c, v, future=False)
             if _distinct(c) and v is not None:
                 v = self.unique_value(ent, c, row, v, seen[c.name])
@@ -323,6 +324,13 @@ class SeedGenerator:
             if free(v):
                 break
         return v
+
+    def on_side(self, v: JSONValue, *, future: bool) -> bool:
+        """Whether a date already lies where its row's state demands: on or after today, or not after now."""
+        s = str(v)
+        if future:
+            return s[:10] >= self.clock.date().isoformat()
+        return (dt.datetime.fromisoformat(s) if "T" in s else dt.datetime.combine(_parse_date(s), dt.time())) <= self.clock
 
     def place(self, c: BlueprintColumn, v: JSONValue, *, future: bool) -> str:
         """Move a date to the side of the clock its row's state demands (keeping its time of day)."""
@@ -525,6 +533,13 @@ class _Trial:
         if bad:
             self.conn.execute(f"DELETE FROM {self.table} WHERE id = ?", (row["id"],))
         return bad
+
+
+def _follows(gen: object) -> bool:
+    """Whether a generator draws a date from another date, of the row or of its parent (a due date 21 days
+    after the loan, work handed in before the assignment's due date): such a date keeps its distance when
+    it already lies on its state's side of the clock."""
+    return isinstance(gen, dict) and len(gen) == 1 and next(iter(gen)) in ("date_after", "ref_date")
 
 
 def _holds(a: float, op: str, b: float) -> bool:

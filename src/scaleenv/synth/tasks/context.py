@@ -47,7 +47,9 @@ class DomainContext:
 
     @cached_property
     def goal_tools(self) -> list[ToolSpec]:
-        return [t for t in self.spec.tools if t.kind == "write" and self.focus(t) is not None]
+        """The writes a user may ask for: not staff's own work (a clinician marking a no-show)."""
+        return [t for t in self.spec.tools if t.kind == "write" and self.focus(t) is not None
+                and not t.meta.get("staff")]
 
     @cached_property
     def read_goal_tools(self) -> list[ToolSpec]:

@@ -38,6 +38,8 @@ _DATE_NOUNS = {"purchased": "purchase", "booked": "booking", "joined": "joining"
 def column_phrase(column: str) -> str:
     """A column as a person names it: ``purchased_on`` -> "purchase date", ``starts_at`` -> "start
     time", ``scheduled_for`` -> "scheduled time"; other columns with spaces for underscores."""
+    if column in ("paid", "refunded", "charged", "owed", "spent", "raised", "collected"):
+        return f"amount {column}"  # "the amount paid on my contract", not "the paid of my contract"
     m = re.match(r"^(.*?)_(on|at|for|date|until|by)$", column)
     if not m:
         return human(column)
@@ -151,7 +153,8 @@ _NOUN_BEFORE = re.compile(r"(\w+)\s*$")
 # a phrasing in the customer's own voice: "my plans changed", "I'm moving away", "I lost the book"
 _CUSTOMER_VOICE = re.compile(r"\b(my|mine|me|I'm|I am|I've|I’m)\b|\bI (don't|no longer|can't|lost|changed|decided|"
                              r"collected|want|need to cancel|fixed|just)\b")
-_SELF_SLOT = re.compile(r"\b(?:me|myself|my account|mine)\s*\(\{(\w+)\}\)|\b(?:I'm|I am|I’m|this is|my account)\s+\{(\w+)\}")
+_SELF_SLOT = re.compile(r"\b(?:me|myself|my account|mine)\s*\(\{(\w+)\}\)|"
+                        r"\b(?:I'm|I am|I’m|this is|my account)\s+(?:[a-z]+\s+)?\{(\w+)\}")
 
 
 def actor_slots(phrasings: list[str]) -> set[str]:
@@ -363,6 +366,16 @@ def _first_filled(phrasings: list[str], slots: dict[str, Any], spec: DomainSpec,
     return None
 
 
+def speakable_phrasings(goal: Goal, entities: dict[str, EntityRef], me: EntityRef | None) -> list[str]:
+    """The phrasings of the goal's tool its user may say: a member of staff does not speak in the
+    customer's voice ("I'm ready to train again"), and "collect 1 parcels from me ({customer_id})" or
+    "I'm supporter {supporter_id}" is said only by that customer."""
+    phrasings = list(goal.tool.meta.get("phrasings") or [])
+    if me is None and any(r.owner_word == "the" for r in entities.values()):
+        phrasings = [p for p in phrasings if not _CUSTOMER_VOICE.search(p)]
+    return [p for p in phrasings if not _speaks_as_other(p, goal, me)]
+
+
 def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random, spec: DomainSpec,
                   me: EntityRef | None = None) -> str:
     """The goal as the user says it: one of the tool's phrasings that fits, else a plain sentence."""
@@ -370,12 +383,7 @@ def goal_sentence(goal: Goal, entities: dict[str, EntityRef], rng: random.Random
         return goal.sentence
     tool = goal.tool
     slots = _canonical_slots(goal, entities)
-    phrasings = list(tool.meta.get("phrasings") or [])
-    if me is None and any(r.owner_word == "the" for r in entities.values()):
-        # a member of staff does not speak in the customer's voice ("I'm ready to train again")
-        phrasings = [p for p in phrasings if not _CUSTOMER_VOICE.search(p)]
-    # "collect 1 parcels from me ({customer_id})" is said only by that customer
-    phrasings = [p for p in phrasings if not _speaks_as_other(p, goal, me)]
+    phrasings = speakable_phrasings(goal, entities, me)
     if me is not None and me in goal.refs.values():
         # a customer asks in their own voice where the blueprint has one ("I'm ready to train again")
         voiced = [p for p in phrasings if _CUSTOMER_VOICE.search(p)]
@@ -485,6 +493,8 @@ def goal_fact(spec: DomainSpec, tool: ToolSpec, param: str) -> str:
 def is_person(spec: DomainSpec, ref: EntityRef) -> bool:
     """Whether the entity is someone who would speak for themself (a customer, a member): a person's
     kind of record, or one with a person's name column, never a place or an organisation."""
+    if ref.table in (spec.meta.get("silent") or ()):
+        return False  # a club's player: a record staff look after, never a user of the service
     table = spec.table(ref.table)
     cols = {c.name for c in table.columns} if table is not None else set()
     entity = str((spec.meta.get("entity_names") or {}).get(ref.table, ""))

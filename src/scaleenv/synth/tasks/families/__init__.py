@@ -49,7 +49,7 @@ DEFAULT_MIX: dict[str, float] = {
     WaivedBuilder.family: 0.06,  # a rule's exception: the change the rule seems to forbid is allowed
     EnabledBuilder.family: 0.08,  # a change forbidden until another one asked for after it is made
     ComputedBuilder.family: 0.1, DescriptionBuilder.family: 0.07, BulkBuilder.family: 0.08,  # computed choices
-    ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.25,  # long chains: the least often accepted
+    ProgrammaticBuilder.family: 0.06, LongBuilder.family: 0.3,  # long chains: the least often accepted
 }
 """The default build's share of attempts per family (renormalised over the families a domain hosts)."""
 

@@ -47,6 +47,9 @@ def _nice(v: float, integer: bool) -> float:
     return round(v, 1)
 
 
+_CAP = re.compile(r"quota|capacity|limit|allowance|allocation|budget|max|total|seats")
+"""Columns that cap another number of their row (a mailbox's quota, a venue's capacity)."""
+
 _PARTICLE = re.compile(r"\b(turn|switch|take|put|set|pull|hand|give|send|call|write|mark|shut|close) "
                        r"(off|on|down|up|back|out|in|over|away) it\b", re.IGNORECASE)
 
@@ -121,7 +124,10 @@ class ConditionalBuilder(TaskBuilder):
         holds = self.rng.random() < 0.5
         factor = self.rng.uniform(0.55, 0.9) if holds else self.rng.uniform(1.1, 1.6)
         t = _nice(x * factor, col.type == "integer")
-        if col.max is not None and t > col.max:
+        # no threshold beyond what the record allows: its column's maximum, or a cap the row holds beside it
+        # (storage used "at least 1400" against a quota of 1024 MB would be settled before it was looked up)
+        caps = [float(row[c.name]) for c in cols if c is not col and _CAP.search(c.name) and row[c.name] >= x]
+        if (col.max is not None and t > col.max) or (caps and t > min(caps)):
             holds, t = True, _nice(x * self.rng.uniform(0.55, 0.9), col.type == "integer")
         if (x >= t) != holds or t < 2 or t == x:  # "at least 1" of a count would hold for any record
             raise TaskRejected(Reason.NO_CONDITION_COLUMN, table)

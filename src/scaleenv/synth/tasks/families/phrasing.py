@@ -20,6 +20,7 @@ from scaleenv.synth.tasks.instruction import (
     column_phrase,
     drop_unit,
     human,
+    speakable_phrasings,
 )
 
 _DETERMINERS = {"my", "the", "our", "your", "this", "that", "a", "an"}
@@ -166,7 +167,7 @@ def selection_sentence(goal: Goal, target: EntityRef, subject: str, entities: di
                        spec: DomainSpec, me: EntityRef | None, rng: random.Random, later: str = "it") -> str:
     """The goal said with ``subject`` for its target: a phrasing of the tool that names the target,
     else :func:`plain_sentence`."""
-    phrasings = list(goal.tool.meta.get("phrasings") or [])
+    phrasings = speakable_phrasings(goal, entities, me)
     if phrasings:
         start = rng.randrange(len(phrasings))
         for i in range(len(phrasings)):

@@ -1,0 +1,279 @@
+"""Defects play round 37 (seed 8585) and its review found: the simulated user, seed data that breaks the
+domain's own rules, who may ask for what, and policy times compared as text."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from scaleenv.formats.task import Objective, Task
+from scaleenv.world.world import World
+from synth_helpers import context
+
+
+def _task(goals: list[str], objectives: list[Objective], domain: str = "shop") -> Task:
+    return Task.model_validate({
+        "id": f"{domain}/00000", "domain": domain, "instruction": "x", "initial_patch": {}, "gold_chain": [],
+        "tools": [], "difficulty": {}, "verification": {},
+        "user_profile": {"persona": "You are Jerry Ware.", "goals": goals,
+                         "known": {"user email": "jerry@example.com"}, "identity": ["user email"],
+                         "objectives": [o.model_dump() for o in objectives]},
+    })
+
+
+def _reply(task: Task, spec, *texts: str) -> list[str]:
+    from scaleenv.env.users import ScriptedUser, UserContext
+
+    user = ScriptedUser()
+    user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
+    asyncio.run(user.opening())
+    return [asyncio.run(user.reply(t)) for t in texts]
+
+
+def test_a_record_id_said_before_a_question_is_no_answer():
+    """knowledge_management/00004: "the space ... is owned by USR-0034", said before asking who the user is,
+    counted as the answer to "add up the view counts"; the user said "that is everything" and left."""
+    from scaleenv.env.judge import Progress
+
+    ask = "Could you add up the view count of every article in my space and tell me the total?"
+    progress = Progress([Objective(kind="read", text=ask, asks=["total view count"])])
+    progress.update("I see five members of that name, and the space is restricted and owned by USR-0034.")
+    assert progress.done == [False]
+    progress.update("The in-review articles have 3106 views in total.")
+    assert progress.done == [True]
+
+
+def test_a_choice_between_courses_of_action_gets_the_request_not_a_yes():
+    """"Pay the full 120, or only the 50?" is no yes/no question: the user says what it asked for."""
+    goal = "I want to pay 50 on bill BIL-0054."
+    task = _task([goal], [Objective(kind="write", text=goal, done_words=["paid"], subject=["bill"])])
+    choice, go_on = _reply(task, None, "Would you like me to pay the full 120, or just the 50?",
+                           "Shall I go ahead and pay 50 on BIL-0054, or is there anything else?")
+    assert choice.startswith("What I need is:") and "50 on bill BIL-0054" in choice
+    assert "Yes, please go ahead." not in choice
+    assert go_on.startswith("Yes, please go ahead.")
+
+
+def test_a_move_the_user_did_not_ask_for_gets_a_no():
+    """second_hand_marketplace/00434: asked to withdraw offers, the agent proposed declining them, and the user
+    said "Yes, please go ahead." A move of the domain the user asked for none of gets a no and the request."""
+    spec = context("second_hand_marketplace").spec
+    goal = "I changed my mind, withdraw every pending offer for listing LST-0075."
+    task = _task([goal], [Objective(kind="write", text=goal, done_words=["withdrawn", "retracted"],
+                                    subject=["offer"])], "second_hand_marketplace")
+    wrong, right = _reply(task, spec, "Only buyers can withdraw offers. Shall I go ahead and decline OFR-0062 and "
+                          "OFR-0063?", "Shall I withdraw OFR-0062 and OFR-0063?")
+    assert wrong.startswith("No, that is not what I asked for.") and goal in wrong
+    assert right.startswith("Yes, please go ahead.")
+
+
+def test_verb_stems_tell_forms_of_one_move_together():
+    from scaleenv.env.users import _stem
+
+    for forms in (["decline", "declined", "declining", "declines"], ["cancel", "cancelled", "cancelling"],
+                  ["withdraw", "withdrawn"], ["ship", "shipped"], ["suspend", "suspended"], ["refund", "refunded"]):
+        assert len({_stem(f) for f in forms}) == 1, forms
+    assert _stem("decline") != _stem("delete")
+
+
+def _rows(domain: str, sql: str) -> list[tuple]:
+    ctx = context(domain)
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    try:
+        return world.conn.execute(sql).fetchall()
+    finally:
+        world.close()
+
+
+def test_rentals_last_48_hours_at_the_titles_price():
+    """Round 36: seeded rentals ran 39.5 hours where the tool gives 48, at a price other than the title's."""
+    rows = _rows("entertainment_media_query",
+                 "SELECT r.status, ROUND((julianday(r.expires_at) - julianday(r.rented_at)) * 24), r.price, t.rental_price "
+                 "FROM rentals r JOIN titles t ON t.id = r.title_id")
+    assert {s for s, *_ in rows} == {"active", "expired", "refunded"}
+    assert all(hours == 48 for _, hours, _, _ in rows)
+    assert all(price == list_price for _, _, price, list_price in rows)
+
+
+def test_a_titles_rating_is_the_average_of_its_reviews():
+    rows = _rows("entertainment_media_query",
+                 "SELECT t.avg_rating, (SELECT ROUND(AVG(r.score), 1) FROM reviews r WHERE r.title_id = t.id) FROM titles t")
+    assert sum(a is not None for a, _ in rows) >= len(rows) // 2
+    assert all(a == b for a, b in rows)
+
+
+def test_renting_writes_the_expiry_as_the_seeded_rows_do():
+    """``rent`` wrote "2026-06-17 09:00:00" beside seeded "2026-06-17T09:00:00" (text that sorts differently)."""
+    from scaleenv.tools.runtime import run_tool
+
+    ctx = context("entertainment_media_query")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    try:
+        tool = next(t for t in ctx.spec.tools if "INSERT INTO rentals" in " ".join(t.effects))
+        profile, title = world.conn.execute(
+            "SELECT p.id, t.id FROM profiles p, titles t WHERE p.status = 'active' AND p.maturity = 'adult' AND "
+            "t.media_type = 'movie' AND p.wallet_balance >= t.rental_price AND NOT EXISTS (SELECT 1 FROM rentals r "
+            "WHERE r.profile_id = p.id AND r.title_id = t.id AND r.status = 'active') LIMIT 1").fetchone()
+        out = run_tool(world, tool, {"profile_id": profile, "title_id": title})
+        assert out["expires_at"] == "2026-06-17T09:00:00" and out["rented_at"] == "2026-06-15T09:00:00"
+    finally:
+        world.close()
+
+
+def test_seeded_records_follow_the_rules_the_tools_follow():
+    """Bills are for their consultation's fee; a harvest is expected 120 days after sowing (the tool's
+    rule); work is handed in by the assignment's due date and before now; an application's interviews
+    are at different times; a project still in planning is due ahead."""
+    assert _rows("healthcare_telemedicine", "SELECT COUNT(*) FROM bills b JOIN consultations c ON c.id = "
+                 "b.consultation_id WHERE ABS(b.amount - c.fee) > 0.005") == [(0,)]
+    assert _rows("agriculture_environmental", "SELECT COUNT(*) FROM plantings "
+                 "WHERE expected_harvest != date(planted_on, '+120 days')") == [(0,)]
+    late = _rows("online_learning", "SELECT COUNT(*), SUM(date(s.submitted_at) > a.due_date), "
+                 "SUM(s.submitted_at > '2026-06-15T09:00:00') FROM submissions s JOIN assignments a "
+                 "ON a.id = s.assignment_id")
+    assert late[0][0] >= 20 and late[0][1:] == (0, 0)
+    assert _rows("job_seeking", "SELECT COUNT(*) FROM interviews a JOIN interviews b ON a.application_id = "
+                 "b.application_id AND a.id < b.id AND a.scheduled_at = b.scheduled_at WHERE a.status != 'cancelled' "
+                 "AND b.status != 'cancelled'") == [(0,)]
+    assert _rows("project_management", "SELECT COUNT(*) FROM projects WHERE status = 'planning' "
+                 "AND due_date < '2026-06-15'") == [(0,)]
+
+
+def test_staff_work_is_no_users_request():
+    """job_seeking/00007: a candidate dictated the interviewer's scorecards of her own interviews."""
+    jobs = context("job_seeking")
+    staff = {t.name for t in jobs.spec.tools if t.meta.get("staff")}
+    assert any("feedback" in n or "scorecard" in n for n in staff)
+    assert not staff & {t.name for t in jobs.goal_tools}
+    care = context("healthcare_telemedicine")
+    assert len([t for t in care.spec.tools if t.meta.get("staff")]) == 3  # start, complete, no-show
+
+
+def test_a_clubs_players_never_speak_for_themselves():
+    """football/00067: "My player (Jeffrey Davis)": a player spoke as the user, where the policy verifies
+    supporters and club officials."""
+    from scaleenv.synth.tasks.instruction import EntityRef, is_person
+    from synth_helpers import family_tasks
+
+    spec = context("football").spec
+    assert spec.meta.get("silent") == ["players"]
+    player = EntityRef(table="players", singular="player", row={"id": "PLY-0001", "full_name": "Jeffrey Davis"},
+                       display="full_name")
+    assert not is_person(spec, player)
+    names = {r[0] for r in _rows("football", "SELECT full_name FROM players")}
+    tasks = family_tasks("football", "direct", 8)
+    assert tasks and not any(t.user_profile.persona.removeprefix("You are ").rstrip(".") in names for t in tasks)
+
+
+def test_a_member_of_staff_does_not_introduce_itself_as_a_customer():
+    """football/00018: "You are a staff member looking after the club Nelson FC. I'm supporter FAN-0036; get
+    me a vip ticket ..."."""
+    from scaleenv.synth.tasks.instruction import Goal, speakable_phrasings
+
+    spec = context("football").spec
+    tool = next(t for t in spec.tools if any("I'm supporter" in p for p in t.meta.get("phrasings") or []))
+    goal = Goal(tool, {"supporter_id": "FAN-0036", "section": "vip", "fixture_id": "FXT-0001"}, {}, None)
+    said = speakable_phrasings(goal, {}, None)
+    assert said and not any("I'm supporter" in p for p in said)
+
+
+def test_no_offer_withdrawn_by_the_seller_of_its_listing():
+    """second_hand_marketplace/00434: the seller of LST-0075 asked to "withdraw every pending offer" on it;
+    withdrawing is the buyer's move (the seller declines). A record the chain picks from a list (a
+    reference to a listed row, not a literal id) counts as the record it names."""
+    from scaleenv.formats.task import Call
+    from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
+    from scaleenv.synth.tasks.instruction import EntityRef
+
+    ctx = context("second_hand_marketplace")
+    builder = TaskBuilder(ctx, 0, 0, ChainConfig())
+    conn = builder.world.conn
+
+    def row(table: str, rid: str) -> dict:
+        cur = conn.execute(f"SELECT * FROM {table} WHERE id = ?", (rid,))
+        return dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+
+    listing, seller, offer, buyer = conn.execute(
+        "SELECT l.id, l.seller_id, o.id, o.buyer_id FROM listings l JOIN offers o ON o.listing_id = l.id "
+        "WHERE o.status = 'pending' AND o.buyer_id != l.seller_id LIMIT 1").fetchone()
+    withdraw = next(t for t in ctx.spec.tools if t.meta.get("family") == "transition"
+                    and t.meta.get("entity") == "offers" and t.meta.get("to") == "withdrawn")
+    lister = next(t.name for t in ctx.spec.tools if t.kind == "read" and t.meta.get("entity") == "offers"
+                  and [p.name for p in t.parameters if p.required] == ["listing_id"])
+    builder.chain = [Call(tool=lister, args={"listing_id": listing}, purpose="list the offers"),
+                     Call(tool=withdraw.name, args={withdraw.parameters[0].name: {"$ref": 0, "field": "id",
+                                                                                   "where": {"id": offer}}},
+                          purpose="goal")]
+    builder.gold_outputs = [[row("offers", offer)], row("offers", offer)]
+    display = ctx.spec.meta["display"]["users"]
+    for user, foreign in ((seller, True), (buyer, False)):
+        builder.entities = {"users": EntityRef(table="users", singular="user", row=row("users", user), display=display)}
+        why = builder.foreign_actor()
+        assert (why is not None) is foreign, (user, why)
+        assert not foreign or f"buyer_id={buyer}" in str(why)
+
+
+def test_a_condition_never_asks_beyond_what_the_record_allows():
+    """email_management/00072: "if my storage used is at least 1400" on a mailbox with a quota of 1024."""
+    from scaleenv.synth.tasks.families.conditional import ConditionalBuilder
+    from scaleenv.synth.tasks.generate import ChainConfig, TaskRejected
+
+    ctx = context("email_management")
+    row = {"id": "ACT-0001", "storage_used_mb": 946.46, "storage_quota_mb": 1024}
+    table = next(t.name for t in ctx.spec.tables if {"storage_used_mb", "storage_quota_mb"} <= {c.name for c in t.columns})
+    seen = 0
+    for attempt in range(60):
+        builder = ConditionalBuilder(ctx, 0, attempt, ChainConfig())
+        try:
+            builder.pick_condition(table, row)
+        except TaskRejected:
+            continue
+        assert builder.test is not None
+        column, threshold, _ = builder.test
+        if column == "storage_used_mb":
+            seen += 1
+            assert threshold <= 1024, threshold
+    assert seen >= 5
+
+
+def test_policy_times_compare_as_times_not_text():
+    """A consultation at 08:00 fourteen days from the clock's 09:00 is less than 14 days away; compared as
+    text, "2026-06-29T08:00" sorted after "2026-06-29 09:00" and the rule let the cancellation through."""
+    from scaleenv.tools.policy import broken_rules
+
+    ctx = context("healthcare_telemedicine")
+    cancel = next(t for t in ctx.spec.tools if t.meta.get("family") == "transition" and t.meta.get("to") == "cancelled"
+                  and t.meta.get("entity") == "consultations")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    try:
+        cid = world.conn.execute("SELECT id FROM consultations WHERE status = 'scheduled' AND mode != 'chat'").fetchone()[0]
+        key = cancel.parameters[0].name
+        for at, late in (("2026-06-29T08:00:00", True), ("2026-06-29T10:00:00", False)):
+            world.conn.execute("UPDATE consultations SET scheduled_at = ? WHERE id = ?", (at, cid))
+            names = {r.name for r in broken_rules(world, ctx.spec, cancel, {key: cid})}
+            assert ("no_late_consultation_cancellation" in names) is late, at
+    finally:
+        world.close()
+
+
+def test_play_saves_the_scored_episode(tmp_path):
+    import io
+    import json
+
+    from rich.console import Console
+
+    from scaleenv.env.play import play
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
+
+    universe = tmp_path / "u"
+    cfg = BuildConfig(out=universe, domains=["pet_care"], tasks_per_domain=1, seed=0)
+    prepare_out(cfg)
+    run_build(cfg)
+    task_id = json.loads((universe / "tasks" / "pet_care.jsonl").read_text().splitlines()[0])["id"]
+    out = tmp_path / "ep" / "episode.json"
+    reward = play(universe, task_id, lines=["say Hello, how can I help?", "done"], save=out,
+                  console=Console(file=io.StringIO()))
+    saved = json.loads(out.read_text())
+    assert reward is not None and saved["reward"]["score"] == reward["score"]
+    assert [m["role"] for m in saved["messages"]][-2:] == ["assistant", "user"]
+    assert saved["messages"][-2]["content"] == "Hello, how can I help?"
