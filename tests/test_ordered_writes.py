@@ -415,7 +415,7 @@ def test_a_refused_request_breaks_one_rule_only():
     world = World.from_snapshot(ctx.spec, ctx.base)
     withdraw = next(t for t in ctx.spec.tools if t.meta.get("entity") == "applications" and t.meta.get("to") == "withdrawn")
     app_id, = world.conn.execute("SELECT a.id FROM applications a JOIN interviews i ON i.application_id = a.id "
-                                 "WHERE i.status = 'scheduled' ORDER BY a.id LIMIT 1").fetchone()
+                                 "WHERE i.status = 'scheduled' AND a.status = 'interviewing' ORDER BY a.id LIMIT 1").fetchone()
     args = {withdraw.parameters[0].name: app_id}
     assert [r.name for r in sole_broken_rule(world, ctx.spec, withdraw, args)] == ["no_withdrawal_with_interview_scheduled"]
     world.conn.execute("UPDATE applications SET status = 'offered' WHERE id = ?", (app_id,))

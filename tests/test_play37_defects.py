@@ -146,7 +146,9 @@ def test_staff_work_is_no_users_request():
     assert any("feedback" in n or "scorecard" in n for n in staff)
     assert not staff & {t.name for t in jobs.goal_tools}
     care = context("healthcare_telemedicine")
-    assert len([t for t in care.spec.tools if t.meta.get("staff")]) == 3  # start, complete, no-show
+    moves = {t.meta.get("to") for t in care.spec.tools if t.meta.get("staff") and t.meta.get("entity") == "consultations"
+             and t.meta.get("family") == "transition"}
+    assert moves == {"in_progress", "completed", "no_show"}
 
 
 def test_a_clubs_players_never_speak_for_themselves():
@@ -277,3 +279,89 @@ def test_play_saves_the_scored_episode(tmp_path):
     assert reward is not None and saved["reward"]["score"] == reward["score"]
     assert [m["role"] for m in saved["messages"]][-2:] == ["assistant", "user"]
     assert saved["messages"][-2]["content"] == "Hello, how can I help?"
+
+
+# play round 38 (seed 9696)
+
+def test_requests_are_joined_in_no_order_of_time():
+    """football/00065: "put the fixture back on the schedule. Then, please cancel ticket TKT-0084": the refund
+    is allowed only while the fixture is postponed, so it must come first, against the user's "Then"."""
+    from scaleenv.synth.tasks.instruction import CONNECTORS
+    from synth_helpers import family_tasks
+
+    assert not any(w in c for c in CONNECTORS for w in ("Then", "After", "Finally"))
+    tasks = [t for fam in ("waived", "enabled") for t in family_tasks("football", fam, 3)]
+    assert any(t.ordered for t in tasks)
+    assert not any("Then," in t.instruction or "After that," in t.instruction for t in tasks)
+
+
+def test_no_request_names_a_record_the_request_itself_creates():
+    """pet_care/00080: "use 60 of my loyalty points on invoice INV-0062", one of three invoices the same request
+    asked to create: the user cannot know the id, and which invoice got it depended on the order made."""
+    from scaleenv.formats.task import Call
+    from scaleenv.synth.tasks.generate import ChainConfig, TaskBuilder
+
+    ctx = context("pet_care")
+    builder = TaskBuilder(ctx, 0, 0, ChainConfig())
+    create = next(t for t in ctx.spec.tools if t.meta.get("family") == "create" and t.meta.get("entity") == "invoices")
+    pay = next(t for t in ctx.spec.tools if t.kind == "write" and t.meta.get("family") != "create"
+               and any(p.name == "invoice_id" for p in t.parameters))
+    builder.chain = [Call(tool=create.name, args={}, purpose="goal"),
+                     Call(tool=pay.name, args={"invoice_id": "INV-0099"}, purpose="goal")]
+    builder.gold_outputs = [{"id": "INV-0099"}, {"id": "INV-0099"}]
+    assert "INV-0099" in str(builder.created_id_named())
+    builder.gold_outputs = [{"id": "INV-0100"}, {"id": "INV-0099"}]
+    assert builder.created_id_named() is None
+
+
+def test_a_question_about_a_unit_column_is_answered():
+    """pet_care/00080: "What are Oscar's weight and breed?" got only the breed: the fact is "weight kg"."""
+    from scaleenv.env.vocabulary import Vocabulary
+
+    vocab = Vocabulary(context("pet_care").spec, ["breed", "weight kg", "birth date"])
+    assert vocab.asked("What are Oscar's weight and breed?", "") == ["breed", "weight kg"]
+
+
+def test_the_answer_to_the_users_question_is_not_a_wrong_fact():
+    """pet_care/00080: "Pip's birth date is 2019-03-02" (the answer the user asked for) got "No, that is not right:
+    The birth date is 2015-05-13" (the new pet Oscar's). A wrong date in a confirmation still gets a no."""
+    spec = context("pet_care").spec
+    register = "I'd like to register my new reptile Oscar."
+    question = "I'd like to know the birth date for my pet Pip."
+    task = Task.model_validate({
+        "id": "pet_care/00000", "domain": "pet_care", "instruction": "x", "initial_patch": {}, "gold_chain": [],
+        "tools": [], "difficulty": {}, "verification": {},
+        "user_profile": {"persona": "You are Molly Quinn.", "goals": [register, question],
+                         "known": {"birth date": "2015-05-13", "name": "Oscar", "pet name": "Pip"},
+                         "identity": [], "objectives": [
+                             Objective(kind="write", text=register, done_words=["registered"], subject=["pet"]).model_dump(),
+                             Objective(kind="read", text=question, asks=["birth date"]).model_dump()]},
+    })
+    answer, wrong = _reply(task, spec, "Pip's birth date is 2019-03-02. Shall I now register Oscar?",
+                           "Shall I register Oscar with birth date 2016-01-01?")
+    assert answer.startswith("Yes, please go ahead.")
+    assert wrong.startswith("No, that is not right") and "2015-05-13" in wrong
+
+
+def test_a_clinicians_and_a_laboratorys_work_is_no_patients_request():
+    """healthcare_telemedicine/00293: a patient set its own lab results ("Pena months") and prescribed itself an
+    inhaler. Staff's work, moves and columns alike, is no goal."""
+    ctx = context("healthcare_telemedicine")
+    staff = {t.name for t in ctx.spec.tools if t.meta.get("staff")}
+    goals = {t.name for t in ctx.goal_tools}
+    assert not staff & goals
+    assert {t.meta.get("column") for t in ctx.spec.tools if t.name in staff and t.meta.get("family") == "update"} \
+        == {"clinical_notes", "result"}
+    assert not any(t.meta.get("entity") == "lab_orders" and t.meta.get("family") == "create" for t in ctx.spec.tools)
+    assert any(t.meta.get("entity") == "bills" for t in ctx.goal_tools)  # paying a bill is still the patient's
+
+
+def test_a_phrasings_noun_may_be_any_name_of_the_entity():
+    """project_management/00032: "Ticket the task Migrate billing tables (...) is stuck": "ticket" is a name of
+    the task entity, so the description drops its own noun after it."""
+    from scaleenv.synth.tasks.instruction import EntityRef, _nouns
+
+    spec = context("project_management").spec
+    task = EntityRef(table="tasks", singular="task", row={"id": "TSK-0001", "title": "Migrate billing tables"},
+                     display="title")
+    assert {"ticket", "issue", "task"} <= _nouns(task, spec)

@@ -406,7 +406,10 @@ class ScriptedUser(User):
 
     def wrong_fact(self, sentence: str) -> str | None:
         """A fact of the user's that a confirmation question names with another value (the wrong
-        record or the wrong new value: a number, a date or an e-mail other than the user's), if any."""
+        record or the wrong new value: a number, a date or an e-mail other than the user's), if any. An
+        answer to the user's own question is none ("Pip's birth date is 2019-03-02", beside the birth date of
+        the new pet Oscar that the user will give)."""
+        sentence = " ".join(s for s in re.split(r"(?<=[.!?])\s+", sentence) if not self._answers(s))
         rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
         flat = _unseparated(sentence)  # "56,600,000" is 56600000
         figures = {float(x) for x in re.findall(r"(?<![\w.\-])\d+(?:\.\d+)?(?![\d\-])", flat)}
@@ -449,6 +452,18 @@ class ScriptedUser(User):
                                 for x in said):
                 return f  # a value of that kind the user neither knows nor asked for
         return None
+
+    def _answers(self, sentence: str) -> bool:
+        """Whether a statement answers one of the user's questions: it names what the question asks about
+        and the record it asks about (a name the user knows that the question says)."""
+        if sentence.rstrip().endswith("?"):
+            return False
+        low = sentence.lower()
+        for o in self.progress.objectives:
+            if o.kind == "read" and any(has_words(low, a) for a in o.asks) and any(
+                    isinstance(v, str) and len(v) >= 3 and v in o.text and v in sentence for v in self.known.values()):
+                return True
+        return False
 
     async def reply(self, agent_text: str) -> str:
         self.turns += 1

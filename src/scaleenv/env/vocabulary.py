@@ -157,6 +157,9 @@ class Vocabulary:
         out += self.param_words.get(col.replace(" ", " "), [])
         if col.startswith("new "):
             out += self.column_aliases(col[4:])
+        words = col.split()
+        if len(words) >= 2 and words[-1] in _UNITS:  # "what is its weight?" asks for the weight kg
+            out += self.column_aliases(" ".join(words[:-1]))
         return list(dict.fromkeys(out))
 
     def _nouns_col(self, fact: str) -> tuple[list[str], str]:

@@ -38,6 +38,8 @@ class BlueprintColumn(_M):
     """A Faker provider name or a one-key generator (``{int: [1, 9]}``); checked when seeding."""
     search: bool = False
     mutable: bool = False
+    staff: bool = False
+    """With ``mutable``: changing it is staff's work (a consultation's clinical notes, a lab result)."""
     sum: bool = False
     auto: Literal["now", "today"] | None = None
 

@@ -311,7 +311,7 @@ class _Deriver:
             effects=[f'UPDATE "{ent.name}" SET "{c.name}" = :new_{c.name} WHERE id = :{key}'],
             postconditions=[Contract(sql=f'SELECT "{c.name}" IS :new_{c.name} FROM "{ent.name}" WHERE id = :{key}',
                                      error="update_failed", message="The change did not apply.")],
-            returns=self.returns_row(ent, key)), "update", ent, column=c.name)
+            returns=self.returns_row(ent, key)), "update", ent, column=c.name, **({"staff": True} if c.staff else {}))
 
     def derive_delete(self, ent: Entity) -> None:
         s = self.sing(ent)
@@ -481,6 +481,7 @@ class _Deriver:
                           meta={"title": self.bp.title, "entity_names": self.entity_names, "backend": "procedural",
                                 "singular": {e.name: e.singular for e in self.bp.entities},
                                 "display": {e.name: e.display for e in self.bp.entities if e.display},
+                                "aliases": {e.name: list(e.aliases) for e in self.bp.entities if e.aliases},
                                 **({"silent": silent} if (silent := [e.name for e in self.bp.entities
                                                                       if not e.speaks]) else {})})
 

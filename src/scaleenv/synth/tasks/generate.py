@@ -770,6 +770,9 @@ class TaskBuilder:
         foreign = self.foreign_actor()
         if foreign:
             raise TaskRejected(Reason.FOREIGN_ACTOR, foreign)
+        unknowable = self.created_id_named()
+        if unknowable:
+            raise TaskRejected(Reason.UNKNOWABLE_ID, unknowable)
         with _stage("expand"):
             finder = self.self_finder()
             required = ((finder,) if finder else ()) + self.required_tools()
@@ -894,6 +897,22 @@ class TaskBuilder:
             if world.conn.execute(f"SELECT 1 FROM {quote_ident(table)} WHERE {where} LIMIT 1", params).fetchone():
                 return True
         return False
+
+    def created_id_named(self) -> str | None:
+        """A write that names by its literal id a record an earlier call of the chain created (play round
+        38, pet_care/00080: points redeemed on INV-0062, one of three invoices the same request made)."""
+        created: set[str] = set()
+        for call, out in zip(self.chain, self.gold_outputs, strict=False):
+            tool = self.spec.tool(call.tool)
+            if tool is None or tool.kind != "write":
+                continue
+            named = [v for v in call.args.values() if isinstance(v, str) and v in created]
+            if named:
+                return f"{call.tool} names {named[0]}, which the request itself creates"
+            if any(g.kind == "next_id" for g in tool.generated.values()) and isinstance(out, dict) \
+                    and isinstance(out.get("id"), str):
+                created.add(out["id"])
+        return None
 
     def foreign_actor(self) -> str | None:
         """A write the user asks for in another person's name: an argument naming a record of the

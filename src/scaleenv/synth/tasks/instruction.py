@@ -184,12 +184,15 @@ _ID_BEFORE = re.compile(r"\s+(id|ID|number)\s*$")
 
 
 def _nouns(ref: EntityRef, spec: DomainSpec | None) -> set[str]:
-    """The words that name the entity's kind (its singular, entity name and table name)."""
+    """The words that name the entity's kind (its singular, entity name, table name and the blueprint's
+    other names for it: "Ticket {task_id}" names a task)."""
     names = {ref.singular, *human(ref.singular).split(), ref.table, human(ref.table).split()[-1]}
     if spec is not None:
         entity = (spec.meta.get("entity_names") or {}).get(ref.table)
         if isinstance(entity, str) and entity:
             names |= {entity, *human(entity).split()}
+        aliases = (spec.meta.get("aliases") or {}).get(ref.table) or []
+        names |= {w for a in aliases if isinstance(a, str) for w in (a, *human(a).split())}
     return {n.lower() for n in names} | {"my", "the", "our"}
 
 
@@ -653,6 +656,12 @@ def speaker_of(spec: DomainSpec, root: EntityRef | None, entities: dict[str, Ent
                  and r.row.get(r.display) is not None and person_name(spec, r)), None)
 
 
+CONNECTORS = ["", "Also, ", "And ", "Lastly, "]
+"""How the user joins its requests: in no order of time. "Then" would ask for an order the policy may forbid
+(football/00065: "put the fixture back on the schedule. Then, please cancel ticket TKT-0084", where the
+refund is allowed only while the fixture is postponed: the refund must come first)."""
+
+
 def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str, EntityRef], goals: list[Goal],
                     withheld_n: int, rng: random.Random) -> tuple[str, dict[str, Any]]:
     """The instruction (for the simulated user) and the user profile (what the user knows)."""
@@ -697,9 +706,8 @@ def build_user_side(spec: DomainSpec, root: EntityRef | None, entities: dict[str
     rng.shuffle(candidates)
     withheld = sorted(candidates[:withheld_n])
     persona = persona_of(spec, speaker)
-    connectors = ["", "Then, ", "After that, ", "Finally, "]
     body = " ".join(
-        (connectors[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences)
+        (CONNECTORS[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences)
     )
     facts = "; ".join(f"{k}: {spoken(v)}" for k, v in sorted(known.items()))
     instruction = f"{persona} {body}".strip()

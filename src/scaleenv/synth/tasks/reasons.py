@@ -33,6 +33,10 @@ class Reason(StrEnum):
     EXPANSION_CHANGED_GOLD = "expansion_changed_gold"
     FOREIGN_ACTOR = "foreign_actor"
     """A write the user asks for in another person's name (an actor argument naming someone else)."""
+    UNKNOWABLE_ID = "unknowable_id"
+    """A request names by its id a record the request itself creates ("use 60 points on invoice INV-0062",
+    an invoice made earlier in the same request): the user cannot know that id, and which record gets it
+    depends on the order of the creations."""
     WASTED_REQUEST = "wasted_request"
     """A record changed and then ended by the same request (pay towards a booking, then cancel it)."""
     MISSING_TOOL = "missing_tool"
@@ -48,10 +52,10 @@ class Reason(StrEnum):
     BULK_TARGET_FAILED = "bulk_target_failed"
     """The goal does not apply to (or change) every record the condition covers."""
     PROGRAM_MISMATCH = "program_mismatch"
+    """The query program's result differs from what the gold chain does or finds."""
     ORDER_DEPENDENT = "order_dependent"
     """A record the request creates also meets its selection (a new ticket among "every normal ticket"):
     which records change would depend on the order of the writes."""
-    """The query program's result differs from what the gold chain does or finds."""
     HORIZON_TOO_SHORT = "horizon_too_short"
     """A long-horizon attempt ended with fewer calls than the family asks for."""
     # the integrity gates (``gate_`` + the failing gate)

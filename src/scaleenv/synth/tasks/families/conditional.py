@@ -17,7 +17,7 @@ from scaleenv.formats.task import Objective, Task
 from scaleenv.synth.tasks.context import DomainContext
 from scaleenv.synth.tasks.families.selection import measure_words, plural_measure
 from scaleenv.synth.tasks.generate import LEVELS, ChainConfig, TaskBuilder, TaskRejected
-from scaleenv.synth.tasks.instruction import EntityRef, Goal, build_user_side, human, is_person
+from scaleenv.synth.tasks.instruction import CONNECTORS, EntityRef, Goal, build_user_side, human, is_person
 from scaleenv.synth.tasks.reasons import Reason
 from scaleenv.synth.tasks.validity import call_effect, exempt_columns
 from scaleenv.tools.policy import broken_rules
@@ -27,7 +27,6 @@ from scaleenv.world.world import World
 ALTERNATIVES = 8
 """Candidate tools tried for the other branch."""
 
-_CONNECTORS = ["", "Then, ", "After that, ", "Finally, "]
 
 
 def _lower_first(s: str) -> str:
@@ -87,7 +86,7 @@ def as_it(text: str, ref: EntityRef) -> str:
 
 def _body(sentences: list[str]) -> str:
     """The goals joined as :func:`~scaleenv.synth.tasks.instruction.build_user_side` joins them."""
-    return " ".join((_CONNECTORS[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences))
+    return " ".join((CONNECTORS[min(i, 3)] + _lower_first(s)) if i else s for i, s in enumerate(sentences))
 
 
 class ConditionalBuilder(TaskBuilder):
