@@ -36,7 +36,8 @@ _DONE = re.compile(
 _FAIL = re.compile(
     r"\b(could not|couldn't|cannot|can't|can not|unable|failed|fails|not possible|wasn't able|was not able|"
     r"weren't able|error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
-    r"no longer possible|impossible|refused|rejected the request|was not|were not|forbids?|forbidden|not permitted)\b",
+    r"no longer possible|impossible|refused|rejected the request|was not|were not|forbids?|forbidden|not permitted|"
+    r"(?:does|do|did) not (?:allow|permit)|(?:doesn't|don't|didn't) (?:allow|permit))\b",
     re.IGNORECASE)
 # "failed" as the state a record is put in ("PLT-0064 is now marked failed", "status: failed"), not as news
 # that the change did not go through
