@@ -365,3 +365,31 @@ def test_a_phrasings_noun_may_be_any_name_of_the_entity():
     task = EntityRef(table="tasks", singular="task", row={"id": "TSK-0001", "title": "Migrate billing tables"},
                      display="title")
     assert {"ticket", "issue", "task"} <= _nouns(task, spec)
+
+
+# play round 39 (seed 1212)
+
+def test_a_bulk_request_says_they_of_its_records():
+    """healthcare_telemedicine/00048: "discontinue every active prescription ..., them gives me side effects"."""
+    from scaleenv.synth.tasks.families.bulk import plural_it
+
+    assert plural_it("Please discontinue prescription {x}, it gives me side effects.") == \
+        "Please discontinue prescription {x}, they give me side effects."
+    assert plural_it("Cancel it, it's no longer needed.") == "Cancel them, they're no longer needed."
+    assert plural_it("It is obsolete, please archive it.") == "They are obsolete, please archive them."
+    # "it" after a preposition is no subject, whatever verb follows
+    assert plural_it("The blocker on it is gone, move it back.") == "The blocker on them is gone, move them back."
+
+
+def test_a_policy_explanation_reports_nothing_done():
+    """pet_care/00036: "Our policy does not allow an appointment to be cancelled less than 14 days before it is
+    scheduled" reported the refused cancellation and a booking ("scheduled") done; the user left mid-question."""
+    from scaleenv.env.judge import Progress
+
+    progress = Progress([Objective(kind="write", text="Book Mochi with VET-0008.", done_words=["booked", "scheduled"],
+                                   subject=["appointment"])])
+    progress.update("Our policy does not allow an appointment to be cancelled less than 14 days before it is "
+                    "scheduled, and this one is today.")
+    assert progress.done == [False]
+    progress.update("Done: the appointment for Mochi is booked as APT-0085.")
+    assert progress.done == [True]

@@ -36,6 +36,41 @@ COUNTS = {"easy": (2, 2), "medium": (2, 2), "hard": (2, 3), "expert": (3, 5)}
 """How many records the condition covers, per tier."""
 
 
+_PLURAL_OF = {"is": "are", "'s": "'re", "was": "were", "has": "have", "isn't": "aren't", "wasn't": "weren't",
+              "hasn't": "haven't", "doesn't": "don't", "does": "do", "goes": "go"}
+_CLAUSE_IT = re.compile(r"(^|[,;:.]\s+|\b(?:because|since|and|but|so)\s+)([Ii]t)(\s+[a-z']+|'s)\b")
+""""it" opening a clause, with the word after it: the subject of that clause ("..., it gives me side effects")."""
+
+
+def plural_it(text: str) -> str:
+    """``text`` said of several records: "it" becomes "them", and "they" where it opens a clause as its
+    subject, with its verb ("it gives me side effects" -> "they give me side effects", not "them gives")."""
+    def subject(m: re.Match[str]) -> str:
+        word = m.group(3).strip()
+        if word in _PLURAL_OF:
+            verb = _PLURAL_OF[word]
+        elif word.endswith("s") and not word.endswith("ss") and word not in _NOT_VERBS and len(word) > 2:
+            verb = _plural_verb(word)
+        else:
+            return m.group(0)
+        they = "They" if m.group(2) == "It" else "they"
+        return f"{m.group(1)}{they}{'' if verb.startswith(chr(39)) else ' '}{verb}"
+
+    return re.sub(r"\bit\b", "them", _CLAUSE_IT.sub(subject, text))
+
+
+_NOT_VERBS = frozenset({"always", "unless", "perhaps", "sometimes", "as", "less", "thus", "plus"})
+
+
+def _plural_verb(verb: str) -> str:
+    """A verb in the third person singular made plural: "gives" -> "give", "watches" -> "watch"."""
+    if verb.endswith("ies") and len(verb) > 4:
+        return verb[:-3] + "y"
+    if verb.endswith(("ches", "shes", "xes", "sses", "oes", "zes")):
+        return verb[:-2]
+    return verb[:-1]
+
+
 class BulkBuilder(SelectionBuilder):
     """Every record of the user's that meets a condition gets the same write."""
 
@@ -200,5 +235,5 @@ class BulkBuilder(SelectionBuilder):
                                       later="them" if first else "it")
             # "discard each of them, I won't send them"; a dictated "Love it." in quotes stays as it is
             parts = text.split('"')
-            g.sentence = '"'.join(re.sub(r"\bit\b", "them", p) if i % 2 == 0 else p for i, p in enumerate(parts))
+            g.sentence = '"'.join(plural_it(p) if i % 2 == 0 else p for i, p in enumerate(parts))
             first = False
