@@ -393,3 +393,24 @@ def test_a_policy_explanation_reports_nothing_done():
     assert progress.done == [False]
     progress.update("Done: the appointment for Mochi is booked as APT-0085.")
     assert progress.done == [True]
+
+
+def test_a_cloned_bill_takes_its_consultations_fee():
+    """Round 40 (healthcare_telemedicine/00161): eight bills of one consultation, at amounts other than its fee
+    (look-alikes cloned from other consultations' bills). A row that breaks a rule comparing it with its parent
+    is mended by taking the parent's value."""
+    from scaleenv.synth.tasks.state import mend_rows
+
+    ctx = context("healthcare_telemedicine")
+    world = World.from_snapshot(ctx.spec, ctx.base)
+    try:
+        cur = world.conn.execute("SELECT * FROM bills LIMIT 1")
+        bill = dict(zip([d[0] for d in cur.description], cur.fetchone(), strict=True))
+        other, fee = world.conn.execute("SELECT id, fee FROM consultations WHERE status IN ('completed', 'in_progress') "
+                                        "AND ABS(fee - ?) > 1 AND scheduled_at <= ? LIMIT 1",
+                                        (bill["amount"], bill["issued_on"] + "T23:59")).fetchone()
+        clone = {**bill, "id": "BIL-0999", "consultation_id": other}
+        assert mend_rows(world, "bills", [clone], random.Random(0)) >= 1
+        assert clone["amount"] == fee and clone["consultation_id"] == other
+    finally:
+        world.close()

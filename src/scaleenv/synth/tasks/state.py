@@ -319,9 +319,14 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
             return 0
         new = allowed[rng.randrange(len(allowed))]
     elif kind == "parent":
-        new = _obeying_parent(world, tbl, inv, row, col, str(fix.get("table")), rng)
-        if new is None:
-            return 0
+        copied = _parents_value(world, fix, row)
+        if copied is not None:  # a bill takes its consultation's fee, rather than another consultation
+            col, new = copied
+            v = row.get(col)
+        else:
+            new = _obeying_parent(world, tbl, inv, row, col, str(fix.get("table")), rng)
+            if new is None:
+                return 0
     elif kind == "fresh":
         others = [c for c in inv.columns if c != col]
         cond = " AND ".join(f"{quote_ident(c)} IS ?" for c in others) or "1"
@@ -334,6 +339,24 @@ def _apply_fix(world: World, tbl: Table, inv: Any, row: dict[str, Any], rng: ran
         return 0
     row[col] = new
     return 1
+
+
+def _parents_value(world: World, fix: dict[str, Any], row: dict[str, Any]) -> tuple[str, Any] | None:
+    """(column, value) that makes ``row`` obey a rule comparing a column of it with its parent's (``=``,
+    ``<=``, ``>=``): the parent's own value; None where the rule says no such column or the parent has none."""
+    value = fix.get("value")
+    if not isinstance(value, dict) or value.get("op") not in ("=", "<=", ">="):
+        return None
+    mine, theirs, parent = value.get("column"), value.get("parent_column"), fix.get("table")
+    if not all(isinstance(x, str) for x in (mine, theirs, parent)) or row.get(str(fix.get("column"))) is None:
+        return None
+    ptbl = world.spec.table(str(parent))
+    pcol = ptbl.column(str(theirs)) if ptbl is not None else None
+    if ptbl is None or pcol is None or pcol.type in ("date", "datetime"):  # a date's form may differ: not copied
+        return None
+    got = world.conn.execute(f"SELECT {quote_ident(str(theirs))} FROM {quote_ident(str(parent))} "
+                             f"WHERE {quote_ident(ptbl.primary_key)} = ?", (row.get(str(fix.get("column"))),)).fetchone()
+    return (str(mine), got[0]) if got is not None and got[0] is not None else None
 
 
 def _obeying_parent(world: World, tbl: Table, inv: Any, row: dict[str, Any], col: str, parent: str,
