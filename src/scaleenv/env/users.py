@@ -324,8 +324,8 @@ class ScriptedUser(User):
                 if f"What I need is: {pending}" not in parts:
                     parts.append(f"What I need is: {pending}")
                 continue
-            if is_action_confirmation(sentence) and not decisions and (pending := self.recap()) \
-                    and self.unasked_action(sentence):
+            if is_action_confirmation(sentence) and not decisions and not offers_alternative(sentence) \
+                    and (pending := self.recap()) and self.unasked_action(sentence):
                 # "Shall I decline them?" when the user asked to withdraw them: not what it asked for
                 parts.append(f"No, that is not what I asked for. What I need is: {pending}")
                 continue
