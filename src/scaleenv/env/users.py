@@ -191,7 +191,7 @@ class ScriptedUser(User):
         self.slip = profile.slip
         self.slipped = profile.slip
         """The slip, kept after it is put right: a change proposed on the wrong id later still gets a no."""
-        self.foreign_verbs, self.asked_verbs = _action_verbs(ctx.spec, self.progress.objectives)
+        self._verbs: tuple[set[str], set[str]] | None = None  # (foreign, asked), read once a confirmation needs them
 
     def _role(self) -> str:
         """Who a member of staff says they are, from their persona."""
@@ -401,8 +401,11 @@ class ScriptedUser(User):
     def unasked_action(self, sentence: str) -> bool:
         """Whether a confirmation proposes only moves of the domain the user asked for none of ("decline
         the offers" to a user who asked to withdraw them)."""
+        if self._verbs is None:
+            self._verbs = _action_verbs(self.ctx.spec, self.progress.objectives)
+        foreign, asked = self._verbs
         words = {_stem(w) for w in re.findall(r"[a-z]+", sentence.lower())}
-        return bool(words & self.foreign_verbs) and not words & self.asked_verbs
+        return bool(words & foreign) and not words & asked
 
     def wrong_fact(self, sentence: str) -> str | None:
         """A fact of the user's that a confirmation question names with another value (the wrong

@@ -327,15 +327,13 @@ class SeedGenerator:
 
     def on_side(self, v: JSONValue, *, future: bool) -> bool:
         """Whether a date already lies where its row's state demands: on or after today, or not after now."""
-        s = str(v)
         if future:
-            return s[:10] >= self.clock.date().isoformat()
-        return (dt.datetime.fromisoformat(s) if "T" in s else dt.datetime.combine(_parse_date(s), dt.time())) <= self.clock
+            return str(v)[:10] >= self.clock.date().isoformat()
+        return _as_datetime(str(v)) <= self.clock
 
     def place(self, c: BlueprintColumn, v: JSONValue, *, future: bool) -> str:
         """Move a date to the side of the clock its row's state demands (keeping its time of day)."""
-        s = str(v)
-        cur = dt.datetime.fromisoformat(s) if "T" in s else dt.datetime.combine(_parse_date(s), dt.time())
+        cur = _as_datetime(str(v))
         today = self.clock.date()
         # some rows sit on today itself, so transitions from a future state to a past one have rows to act on
         on_today = self.rng.random() < (0.2 if future else 0.1)
@@ -533,6 +531,11 @@ class _Trial:
         if bad:
             self.conn.execute(f"DELETE FROM {self.table} WHERE id = ?", (row["id"],))
         return bad
+
+
+def _as_datetime(s: str) -> dt.datetime:
+    """A date or datetime column's value as a datetime (a date at midnight)."""
+    return dt.datetime.fromisoformat(s) if "T" in s else dt.datetime.combine(_parse_date(s), dt.time())
 
 
 def _follows(gen: object) -> bool:

@@ -925,8 +925,9 @@ class TaskBuilder:
         # a record the chain picks from a list counts by its id where the domain says whose move it is: in a
         # table with a move made through its parent (an offer declined by its listing's seller), the other
         # moves are the row's own person's (withdrawing an offer is its buyer's, play round 37)
+        by_parent = {t.meta.get("entity") for t in self.spec.tools if t.meta.get("by")}
         moves = {t.name for t in self.spec.tools if t.meta.get("family") == "transition"
-                 and any(o.meta.get("by") and o.meta.get("entity") == t.meta.get("entity") for o in self.spec.tools)}
+                 and t.meta.get("entity") in by_parent}
         for call in [*(self.resolved(c) if c.tool in moves else c for c in self.chain),
                      *(self.resolved(c) for c in self.forbidden)]:
             foreign = self.foreign_call(call)
@@ -942,7 +943,7 @@ class TaskBuilder:
         if me is None or tool is None or tool.kind != "write":
             return None
         if tool.meta.get("staff"):
-            return f"{call.tool} is staff's work (an interviewer's scorecard), not the user's"
+            return f"{call.tool} is staff's work, not the user's"
         focus = self.ctx.focus(tool)
         if focus is not None and self.shared_with_user(focus[1]):
             # the plan a member is on, the club a player plays for: shared by many, changed by staff
