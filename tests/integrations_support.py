@@ -38,14 +38,53 @@ def gold(universe: Path, task: Task) -> list[tuple[str, dict[str, Any]]]:
     return gold_calls(task, task_source(universe).worlds(task).outputs)
 
 
+@functools.cache
+def _careful(universe: Path, task_id: str) -> tuple[tuple[tuple[str, str], ...], int]:
+    """The oracle's tool-channel calls before its last domain call, and how many reports it sent after."""
+    import random
+
+    from scaleenv.env.policies import OracleAgent, play_tools
+    from scaleenv.integrations.session import USER_TOOL, Session
+
+    source = task_source(universe)
+    task = source.task(task_id)
+    s = Session(source, task)
+    try:
+        play_tools(s, OracleAgent(), random.Random(0), max_actions=4 * len(task.gold_chain) + 40)
+        for _ in range(len(task.user_profile.goals)):  # a request the oracle answered before it was said
+            if s.done:
+                break
+            s.call(USER_TOOL, {"message": answer_text(task)})
+        assert s.evaluate().score == 1.0 and s.done, s.evaluate().diff
+        seq: list[tuple[str, str]] = []
+        for m in s.log[1:]:  # after the opening request
+            if m["role"] == "assistant" and m.get("tool_calls"):
+                fn = m["tool_calls"][0]["function"]
+                seq.append((fn["name"], fn["arguments"]))
+            elif m["role"] == "assistant" and m.get("content"):
+                seq.append((USER_TOOL, json.dumps({"message": m["content"]})))
+    finally:
+        s.close()
+    last = max(i for i, (name, _) in enumerate(seq) if name != USER_TOOL)
+    return tuple(seq[: last + 1]), len(seq) - last - 1
+
+
+def careful(universe: Path, task: Task) -> list[tuple[str, dict[str, Any]]]:
+    """What a careful agent calls on the tool channel before its final report, recorded from the oracle
+    talking to the scripted user: the gold chain's literal calls, with the identity question and a
+    confirmation naming each change sent through the user tool where the domain's policy asks for them
+    (the gold calls alone score 0 in conversational mode: the procedure is checked on every channel)."""
+    return [(name, json.loads(args)) for name, args in _careful(universe, task.id)[0]]
+
+
+def reports_after(universe: Path, task: Task) -> int:
+    """How many times the careful agent reports (:func:`answer`) after :func:`careful`'s calls before the
+    user is satisfied: once, or once per request still to come when the user says them one at a time."""
+    return _careful(universe, task.id)[1]
+
+
 def answer(task: Task) -> str:
     return answer_text(task)
-
-
-def reports(task: Task) -> int:
-    """How many times a careful agent reports before the user is satisfied: once per request when the
-    user says its requests one at a time (each report brings the next), else once."""
-    return len(task.user_profile.goals) if task.user_profile.gradual else 1
 
 
 def hermes(calls: list[tuple[str, dict[str, Any]]], text: str = "") -> str:

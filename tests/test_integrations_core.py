@@ -10,7 +10,7 @@ import typing
 import pytest
 from typer.testing import CliRunner
 
-from integrations_support import answer, gold, hermes, small_universe, tasks
+from integrations_support import answer, careful, gold, hermes, reports_after, small_universe, tasks
 from scaleenv.cli import app
 from scaleenv.integrations.session import (
     USER_TOOL,
@@ -30,11 +30,11 @@ def test_session_gold_and_user_channel():
         s = Session(src, task)
         assert s.evaluate().score == 0.0
         assert s.opening == s.transcript[0]["content"]
-        for name, args in gold(u, task):
+        for name, args in careful(u, task):
             res = s.call(name, args)
             assert res.ok, res.output
         # a user who says its requests one at a time hears the report once per request
-        for _ in range(len(task.user_profile.goals) if task.user_profile.gradual else 1):
+        for _ in range(reports_after(u, task)):
             reply = s.call(USER_TOOL, {"message": answer(task)})
         assert reply.ok and s.done and "ended the conversation" in reply.output
         assert s.evaluate().score == 1.0

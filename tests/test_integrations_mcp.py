@@ -21,7 +21,15 @@ if int(version("mcp").split(".")[0]) < 2:
 from mcp import Client, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from integrations_support import answer, first_write, free_port, gold, small_universe, tasks, write_task  # noqa: E402
+from integrations_support import (  # noqa: E402
+    answer,
+    careful,
+    first_write,
+    free_port,
+    small_universe,
+    tasks,
+    write_task,
+)
 from scaleenv.integrations.session import EVALUATE_TOOL, USER_TOOL, task_source  # noqa: E402
 
 
@@ -58,7 +66,7 @@ async def _check_listing(client, universe, task) -> None:
 
 
 async def _play_gold(client, universe, task) -> dict:
-    for name, args in gold(universe, task):
+    for name, args in careful(universe, task):
         res = await client.call_tool(name, args)
         assert not _is_error(res), (name, _text(res))
     reply = await client.call_tool(USER_TOOL, {"message": answer(task)})

@@ -16,7 +16,7 @@ from openenv.core.env_server.mcp_types import (  # noqa: E402
     ListToolsObservation,
 )
 
-from integrations_support import answer, gold, reports, small_universe, tasks  # noqa: E402
+from integrations_support import answer, careful, reports_after, small_universe, tasks  # noqa: E402
 from scaleenv.integrations.session import EVALUATE_TOOL, USER_TOOL  # noqa: E402
 
 
@@ -35,12 +35,12 @@ def test_environment_plays_gold():
         assert obs.metadata["messages"][1]["role"] == "user"
         assert env.state.task_id == task.id and env.state.step_count == 0
         assert isinstance(env.step(ListToolsAction()), ListToolsObservation)
-        for name, args in gold(u, task):
+        for name, args in careful(u, task):
             obs = env.step(CallToolAction(tool_name=name, arguments=args))
             assert isinstance(obs, CallToolObservation) and obs.error is None and obs.metadata["ok"], obs.result
-            result = json.loads(obs.result)  # a record, a list, or a scalar (a total)
+            result = json.loads(obs.result) if name != USER_TOOL else obs.result  # a record, list, scalar; a reply
             assert not (isinstance(result, dict) and "error" in result), result
-        for _ in range(reports(task)):
+        for _ in range(reports_after(u, task)):
             obs = env.step(CallToolAction(tool_name=USER_TOOL, arguments={"message": answer(task)}))
         assert obs.done and obs.reward == 1.0
     env.reset(task_id=tasks(u)[0].id)
@@ -64,7 +64,7 @@ def test_served_over_websocket_sessions():
         for ws in (a, b):
             ws.send_json({"type": "reset", "data": {"task_id": task.id}})
             assert "data" in ws.receive_json()
-        for name, args in gold(u, task):
+        for name, args in careful(u, task):
             a.send_json({"type": "step", "data": {"type": "call_tool", "tool_name": name, "arguments": args}})
             reply = a.receive_json()
             assert "error" not in json.dumps(reply.get("data", {}).get("observation", {}).get("error") or {}), reply

@@ -7,7 +7,7 @@ import pytest
 skyrl_gym = pytest.importorskip("skyrl_gym")
 pytest.importorskip("pyarrow")
 
-from integrations_support import answer, gold, hermes, small_universe, tasks  # noqa: E402
+from integrations_support import answer, careful, hermes, reports_after, small_universe, tasks  # noqa: E402
 from scaleenv.integrations.export import export_universe, read_rows  # noqa: E402
 from scaleenv.integrations.skyrl import register_skyrl  # noqa: E402
 
@@ -32,15 +32,15 @@ def test_make_and_play_gold(rows):
         assert isinstance(env, BaseTextEnv)
         prompt, meta = env.init(row["prompt"])
         assert prompt == row["prompt"] and meta["task_id"] == task.id
-        for call in gold(u, task):  # one tool call per turn, as a model would
+        for call in careful(u, task):  # one tool call per turn, as a model would
             out = env.step(hermes([call]))
             assert not out["done"] and out["reward"] == 0.0
             assert out["observations"][0]["role"] == "tool"
-        for _ in range(len(task.user_profile.goals) if task.user_profile.gradual else 1):
+        for _ in range(reports_after(u, task)):
             out = env.step(answer(task))  # plain text goes to the scripted user (once per request if gradual)
         assert out["done"] and out["reward"] == 1.0, out["metadata"]
         metrics = env.get_metrics()
-        assert metrics["score"] == 1.0 and metrics["tool_calls"] == len(gold(u, task))
+        assert metrics["score"] == 1.0 and metrics["tool_calls"] == len(careful(u, task))
         env.close()
 
 

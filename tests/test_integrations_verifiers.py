@@ -11,7 +11,7 @@ import pytest
 vf = pytest.importorskip("verifiers.v1")
 anyio = pytest.importorskip("anyio")
 
-from integrations_support import answer, gold, small_universe, tasks  # noqa: E402
+from integrations_support import answer, careful, small_universe, tasks  # noqa: E402
 from scaleenv.integrations.session import USER_TOOL  # noqa: E402
 
 
@@ -49,9 +49,10 @@ def test_taskset_toolset_and_reward():
             async with Client(server) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
                 assert names == set(task.tools) | {USER_TOOL}
-                for name, args in gold(u, task):
+                for name, args in careful(u, task):
                     res = await client.call_tool(name, args)
-                    result = json.loads(res.content[0].text)  # a record, a list, or a scalar (a total)
+                    text = res.content[0].text
+                    result = json.loads(text) if name != USER_TOOL else text  # a record, list, scalar; a reply
                     assert not (isinstance(result, dict) and "error" in result), result
                 bad = await client.call_tool(task.tools[0], {"zzz": 1})
                 assert json.loads(bad.content[0].text)["error"] == "invalid_arguments"
@@ -76,13 +77,13 @@ def test_toolset_updates_rollout_state():
 
     async def main() -> None:
         await toolset.setup_task(vtask)
-        for name, args in gold(u, task):
+        for name, args in careful(u, task):
             await toolset.call_tool(name, args)
         await toolset.call_tool(USER_TOOL, {"message": answer(task)})
 
     anyio.run(main)
     st = toolset.state  # outside a rollout call the toolset writes its inert state
-    assert st.score == 1.0 and st.success and st.tool_calls == len(gold(u, task)) + 1 and st.state_hash
+    assert st.score == 1.0 and st.success and st.tool_calls == len(careful(u, task)) + 1 and st.state_hash
 
 
 def test_toolset_reward_shape():

@@ -11,7 +11,7 @@ pytest.importorskip("verl.experimental.agent_loop.agent_loop")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("pyarrow")
 
-from integrations_support import answer, gold, hermes, small_universe, tasks  # noqa: E402
+from integrations_support import answer, careful, hermes, reports_after, small_universe, tasks  # noqa: E402
 from scaleenv.integrations.export import export_universe, read_rows  # noqa: E402
 
 
@@ -97,9 +97,9 @@ def test_agent_loop_plays_gold_with_the_scripted_user(tmp_path):
     tok = _tokenizer()
     for row in rows[:2]:
         task = by_id[row["extra_info"]["task_id"]]
-        calls = gold(u, task)
+        calls = careful(u, task)
         # one tool call per turn, then the answer as plain text (which goes to the scripted user)
-        reports = len(task.user_profile.goals) if task.user_profile.gradual else 1  # once per request if gradual
+        reports = reports_after(u, task)  # once per request if gradual
         replies = [hermes([c]) for c in calls] + [answer(task)] * reports
         server = ScriptedServer(tok, replies)
         agent = _loop(tok, server)

@@ -82,7 +82,7 @@ def test_tasks_pass_every_gate_and_check_accepts_the_universe(built):
     tasks = [Task.model_validate_json(line) for line in (u / "tasks" / "pet_care.jsonl").read_text().splitlines()]
     assert len(tasks) == 2
     for t in tasks:
-        assert t.verification.gates == {"gold": 1.0, **{g: 0.0 for g in ZERO_GATES}}
+        assert t.verification.gates == {"gold": 1.0, "gold_conversational": 1.0, **{g: 0.0 for g in ZERO_GATES}}
         assert t.verification.backend == "llm" and len(t.tools) >= len(t.gold_chain)
         chain = CHAINS[t.attempt % len(CHAINS)]
         assert [c.tool for c in t.gold_chain] == [line.split("=", 1)[1].split("(")[0].strip()

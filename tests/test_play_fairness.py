@@ -57,8 +57,9 @@ def test_one_itemised_yes_covers_every_write_it_lists_and_only_those():
     spec, task, write, search, _ = _case()
     head = [_user("Hi, I am Mr. Micheal Smith II."), _call(0, search, {"full_name": "Mr. Micheal Smith II"}),
             _out(0, {"id": "X"}),
-            _say("Shall I go ahead with: renew PAT-0050; create a page titled Update privacy page on 2026-05-15; "
-                 "lend CPY-0087?"), _user("Yes, please go ahead.")]
+            _say(f"Shall I go ahead with: {write.replace('_', ' ')} PAT-0050; a page titled Update privacy page on "
+                 f"2026-05-15 (priority high, 18 hours); {write.replace('_', ' ')} CPY-0087?"),
+            _user("Yes, please go ahead.")]
     listed = [_call(1, write, {"patron_id": "PAT-0050"}), _out(1, {"id": "X"}),
               _call(2, write, {"title": "Update privacy page", "priority": "high", "hours": 18}), _out(2, {"id": "Y"}),
               _call(3, write, {"copy_id": "CPY-0087"}), _out(3, {"id": "Z"})]

@@ -135,7 +135,7 @@ def test_refusal_tasks_change_nothing_and_name_the_rule(name):
         ep = _episode(name, task)
         gates = run_gates(ep, task)
         assert gates.passed and gates.scores["naive"] == 0.0
-        assert task.verification.gates == {"gold": 1.0, **{g: 0.0 for g in ZERO_GATES}}
+        assert task.verification.gates == {"gold": 1.0, "gold_conversational": 1.0, **{g: 0.0 for g in ZERO_GATES}}
 
 
 def _run(world: World, spec, call, outputs, i):
@@ -269,7 +269,7 @@ def _procedure_case():
 def test_procedure_checks_read_identity_and_confirmation_from_the_conversation():
     spec, task, write, name, search = _procedure_case()
     opening = {"role": "user", "content": f"Hi, I am {name}."}
-    ask = {"role": "assistant", "content": "Shall I go ahead with the change?"}
+    ask = {"role": "assistant", "content": f"Shall I go ahead and {write.replace('_', ' ')}?"}
     yes = {"role": "user", "content": "Yes, please go ahead."}
     no = {"role": "user", "content": "No, wait."}
     careful = [opening, _call(0, search, {"full_name": name}), _ok(0), ask, yes, _call(1, write, {}), _ok(1)]
@@ -281,7 +281,12 @@ def test_procedure_checks_read_identity_and_confirmation_from_the_conversation()
     told = [opening, {"role": "assistant", "content": "Who are you?"}, {"role": "user", "content": f"I am {name}."},
             ask, yes, _call(1, write, {}), _ok(1)]
     assert dict(procedure_checks(task, spec, told))[IDENTITY] is True
-    # one yes covers one change: a second write needs another
+    # one yes covers the change it names: a second one with nothing of its own to name needs another yes
+    nameless = [opening, _call(0, search, {"full_name": name}), _ok(0),
+                {"role": "assistant", "content": "Shall I go ahead?"}, yes, _call(1, write, {}), _ok(1)]
+    assert dict(procedure_checks(task, spec, nameless))[CONFIRMATION] is False
+    twice = careful + [_call(2, write, {}), {"role": "tool", "tool_call_id": "c2", "content": "{}"}]
+    assert dict(procedure_checks(task, spec, twice))[CONFIRMATION] is False
     twice = careful + [_call(2, write, {}), {"role": "tool", "tool_call_id": "c2", "content": "{}"}]
     assert dict(procedure_checks(task, spec, twice))[CONFIRMATION] is False
     # a failed write needs no yes; the tool channel's user tool counts as talking to the user
@@ -289,11 +294,11 @@ def test_procedure_checks_read_identity_and_confirmation_from_the_conversation()
                                              "content": json.dumps({"error": "x", "message": "y"})}]
     assert procedure_checks(task, spec, failed) == [(IDENTITY, True), (CONFIRMATION, True)]
     tool_channel = [opening, _call(0, search, {"full_name": name}), _ok(0),
-                    _call(5, "send_message_to_user", {"message": "Shall I go ahead?"}),
+                    _call(5, "send_message_to_user", {"message": f"Shall I {write.replace('_', ' ')}?"}),
                     {"role": "tool", "tool_call_id": "c5", "content": "Sure, go ahead."}, _call(1, write, {}), _ok(1)]
     assert procedure_checks(task, spec, tool_channel) == [(IDENTITY, True), (CONFIRMATION, True)]
     # play round 26: a go-ahead asked for without a question mark is still asked ("... (yes/no).")
-    plain = {"role": "assistant", "content": "I will make the change; please confirm that I may go ahead (yes/no)."}
+    plain = {"role": "assistant", "content": f"I will {write.replace('_', ' ')}; please confirm that I may go ahead (yes/no)."}
     stated = [opening, _call(0, search, {"full_name": name}), _ok(0), plain, yes, _call(1, write, {}), _ok(1)]
     assert procedure_checks(task, spec, stated) == [(IDENTITY, True), (CONFIRMATION, True)]
     # a statement that asks nothing, answered by a "yes" the user volunteers, is no go-ahead

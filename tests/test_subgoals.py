@@ -168,14 +168,15 @@ def test_dense_tracker_sums_to_partial_less_penalties():
     assert t.total == pytest.approx(1.0 - TOOL_ERROR_PENALTY)
 
 
-def test_component_hooks_add_procedure_checks(cache):
+def test_component_hooks_add_procedure_checks_that_gate_and_never_pay(cache):
     task = cache.tasks()[0]
     seen = []
+    greeted = {"met": False}
 
     def hook(t, trajectory):
         seen.append(len(trajectory["messages"]))
         said = [m for m in trajectory["transcript"] if m["role"] == "assistant"]
-        return [RewardComponent("procedure:greeted", "procedure", any("hello" in m["content"].lower() for m in said)),
+        return [RewardComponent("procedure:greeted", "procedure", greeted["met"]),
                 RewardComponent("guard:polite", "guard", not any("stupid" in m["content"] for m in said))]
 
     register_component_hook("test", hook)
@@ -183,9 +184,17 @@ def test_component_hooks_add_procedure_checks(cache):
         score, _, env = _play(cache, task, reference_policy("oracle"), "partial")
         report = env.evaluate().subgoals
         env.close()
-        counted = report.counted
-        assert seen and score == pytest.approx((len(counted) - 1) / len(counted))
-        assert report.met()["procedure:greeted"] is False and report.violations == []
+        # a procedure not met gates the partial reward like a guard; it is never a sub-goal that pays
+        assert seen and score == 0.0
+        assert report.met()["procedure:greeted"] is False and report.violations == ["procedure:greeted"]
+        assert all(c.kind in ("write", "answer") for c in report.counted)
+        greeted["met"] = True
+        score, _, env = _play(cache, task, reference_policy("oracle"), "partial")
+        env.close()
+        assert score == 1.0
+        noop, _, env = _play(cache, task, reference_policy("noop"), "partial")
+        env.close()
+        assert noop == 0.0  # procedure met (vacuously) and nothing done: nothing earned
     finally:
         unregister_component_hook("test")
     score, _, env = _play(cache, task, reference_policy("oracle"), "partial")

@@ -53,7 +53,7 @@ def test_task_fields_and_gates():
         assert task.id.startswith("pet_care/")
         assert task.instruction and task.user_profile.goals
         assert set(task.difficulty.model_dump()) >= {"chain_length", "sub_goals", "distractor_density", "withheld_facts"}
-        assert task.verification.gates == {"gold": 1.0, **{g: 0.0 for g in ZERO_GATES}}
+        assert task.verification.gates == {"gold": 1.0, "gold_conversational": 1.0, **{g: 0.0 for g in ZERO_GATES}}
         code = chain_to_python(task.gold_chain)
         assert code.count("\n") == len(task.gold_chain) - 1 and code.startswith("s0 = ")
         ep = make_episode(ctx.spec, task, build_worlds(ctx.spec, ctx.base, task))

@@ -255,7 +255,8 @@ def check(
         _emit(result)
     else:
         zeros = ", ".join(f"{k} {v}" for k, v in result.items() if k.endswith("_zero"))
-        typer.echo(f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, {zeros}, "
+        typer.echo(f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, "
+                   f"gold_conversational_pass {result['gold_conversational_pass']}, {zeros}, "
                    f"failures {len(result['failures'])}")
         for f in result["failures"][:20]:
             typer.echo(f"  {f['task']}: {', '.join(f['failed'])}")

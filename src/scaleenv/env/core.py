@@ -214,8 +214,11 @@ class ToolEnv:
         self.seed = seed
         self.messages: list[dict[str, Any]] = []
         self.log: list[dict[str, Any]] = []
-        """The whole conversation in message form, the user's replies included in either channel (the
-        procedure checks read it)."""
+        """The episode's own record in message form, the same on every channel: each domain tool call
+        (an assistant message with that one call, then its result), each text the user sees (an
+        assistant message) and each reply of the user, in the order they happened, whether they came
+        through :meth:`astep`, :meth:`call`, :meth:`say` or :meth:`message_user` (the procedure checks
+        read it)."""
         self.transcript: list[dict[str, str]] = []
         self.termination: Termination | None = None
         self.error: str | None = None
@@ -316,7 +319,6 @@ class ToolEnv:
             return self._end(Termination.ERROR, f"agent returned {type(action).__name__}, not a message", [])
         msg = {**action, "role": "assistant"}
         self.messages.append(msg)
-        self.log.append(msg)
         text = message_text(msg.get("content"))
         said = text.replace(STOP, "").strip()
         observation: list[dict[str, Any]] = []
@@ -327,7 +329,6 @@ class ToolEnv:
             for call_id, name, args in calls:
                 res = self.reject(args) if isinstance(args, MalformedToolCall) else await self.acall(name, args)
                 observation.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
-                self.log.append(observation[-1])
             if STOP in text:
                 self.termination = Termination.AGENT_STOP
         else:
@@ -399,14 +400,26 @@ class ToolEnv:
         for the agent's mistakes: they come back as error results, counted in ``tool_errors``."""
         t = time.perf_counter()
         if name == USER_TOOL and self.channel is Channel.TOOL:
-            res = await self._user_tool(args)
+            res = await self._user_tool(args)  # logged as the agent's text and the user's reply
         else:
             res = self.episode.call_tool(name, args if args is not None else {})
+            self._log_call(name, args, res)
         self.timings["tools_s"] += time.perf_counter() - t
         self.tool_calls += 1
         self.tool_errors += not res.ok
         self._account()
         return res
+
+    def _log_call(self, name: Any, args: Any, res: ToolResult) -> None:
+        """Record one tool call and its result in :attr:`log` (an assistant message with that call)."""
+        call_id = f"log_{len(self.log)}"
+        try:
+            raw = json.dumps(args if args is not None else {}, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            raw = "{}"
+        self.log.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": str(name)[:200], "arguments": raw}}]})
+        self.log.append({"role": "tool", "tool_call_id": call_id, "content": res.output})
 
     def call(self, name: Any, args: Any = None) -> ToolResult:
         result: ToolResult = run_sync(self.acall(name, args))
@@ -422,10 +435,10 @@ class ToolEnv:
         stats.by_code[INVALID_ARGUMENTS] += 1
         self.tool_calls += 1
         self.tool_errors += 1
+        res = ToolResult(False, error_output(INVALID_ARGUMENTS, why), error=INVALID_ARGUMENTS, message=why)
+        self._log_call("", {}, res)
         self._account()
-        return ToolResult(False, error_output(INVALID_ARGUMENTS, why), error=INVALID_ARGUMENTS, message=why)
-
-    _in_user_tool = False
+        return res
 
     async def _user_tool(self, args: Any) -> ToolResult:
         message = args.get("message") if isinstance(args, Mapping) else None
@@ -438,11 +451,7 @@ class ToolEnv:
             stats.by_code["invalid_arguments"] += 1
             return ToolResult(False, error_output("invalid_arguments", f"{USER_TOOL}: {why}"),
                               error="invalid_arguments", message=why)
-        self._in_user_tool = True
-        try:
-            reply = await self.amessage_user(message)
-        finally:
-            self._in_user_tool = False
+        reply = await self.amessage_user(message)
         return ToolResult(True, reply, value=reply)
 
     async def amessage_user(self, text: str) -> str:
@@ -469,6 +478,7 @@ class ToolEnv:
         if isinstance(text, str) and text.strip():
             self.episode.say(text)
             self.transcript.append({"role": "assistant", "content": text})
+            self.log.append({"role": "assistant", "content": text})
             self._account()
 
     async def _user_says(self, agent_text: str | None) -> str | None:
@@ -487,8 +497,7 @@ class ToolEnv:
             self.timings["user_s"] += time.perf_counter() - t
         self.user_turns += 1
         self.transcript.append({"role": "user", "content": text})
-        if self.channel is Channel.TEXT or agent_text is None or not self._in_user_tool:
-            self.log.append({"role": "user", "content": text})
+        self.log.append({"role": "user", "content": text})
         if self.channel is Channel.TEXT:
             self.messages.append({"role": "user", "content": text})
         if STOP in text:

@@ -380,6 +380,44 @@ def play(env: Any, agent: Agent, rng: random.Random) -> Any:
     return env.evaluate()
 
 
+def play_tools(env: Any, agent: Agent, rng: random.Random, max_actions: int | None = None) -> Any:
+    """Drive a policy through the tool channel's primitives, as MCP, TRL, OpenEnv and verifiers do: each
+    tool call it makes is one :meth:`~scaleenv.env.core.ToolEnv.call`, each text it says goes to the user
+    through the user tool (the reply comes back to it as the user's message), and the stop marker ends
+    it. ``env`` is a :class:`~scaleenv.env.core.ToolEnv` on the tool channel (an adapter's ``Session``);
+    returns the reward."""
+    from scaleenv.env.core import USER_TOOL, run_sync
+
+    env.reset()
+    agent.reset(AgentContext(task=env.task, tools=env.tool_schemas(user_tool=False), rng=rng,
+                             mode=env.mode.value, episode=env.episode, seed=env.seed))
+    view: list[dict[str, Any]] = [{"role": "user", "content": env.opening}]
+    limit = max_actions if max_actions is not None else env.max_turns
+    for _ in range(min(limit, 10_000)):
+        if env.done:
+            break
+        msg = run_sync(agent.act(view))
+        view.append(msg)
+        if msg.get("tool_calls"):
+            for i, tc in enumerate(msg["tool_calls"]):
+                fn = tc.get("function") or {}
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except ValueError:
+                    args = None
+                res = env.call(fn.get("name"), args)
+                view.append({"role": "tool", "tool_call_id": tc.get("id") or f"call_{i}", "content": res.output})
+            continue
+        text = str(msg.get("content") or "")
+        said = text.replace(STOP, "").strip()
+        if said:
+            reply = env.call(USER_TOOL, {"message": said}).output
+            view.append({"role": "user", "content": reply})
+        if STOP in text:
+            break
+    return env.evaluate()
+
+
 # --- hack policies of the task-validity gates (appended; each must score 0 on every admitted task) ------------
 
 READ_DUMP_IDS = 4

@@ -57,9 +57,10 @@ def universe_counts(path: str | Path) -> dict[str, Any]:
 
 
 def check_universe(path: str | Path, seed: int | None = None, reward_shape: str = "binary") -> dict[str, Any]:
-    """Re-run every gate on every task: gold 1.0, and 0 for no-op, random, the write-everything hack,
-    read-dump, spray, parrot and the distractor swap (counts ``<gate>_zero`` of tasks where it holds:
-    at most 0 under a ``partial`` or ``dense`` reward shape)."""
+    """Re-run every gate on every task: gold 1.0, solo (``gold_pass``) and talking to the scripted user
+    (``gold_conversational_pass``), and 0 for no-op, random, the write-everything hack, read-dump, spray,
+    parrot and the distractor swap (counts ``<gate>_zero`` of tasks where it holds: at most 0 under a
+    ``partial`` or ``dense`` reward shape)."""
     from scaleenv.env.cache import TaskWorldCache
     from scaleenv.errors import UniverseError
     from scaleenv.synth.tasks.gates import ZERO_GATES, run_gates
@@ -67,7 +68,7 @@ def check_universe(path: str | Path, seed: int | None = None, reward_shape: str 
     u = Universe(path)
     seed = u.manifest.get("build", {}).get("seed", 0) if seed is None else seed
     loader = TaskWorldCache(u)
-    counts = {"tasks": 0, "gold_pass": 0, **{f"{g}_zero": 0 for g in ZERO_GATES}}
+    counts = {"tasks": 0, "gold_pass": 0, "gold_conversational_pass": 0, **{f"{g}_zero": 0 for g in ZERO_GATES}}
     failures: list[dict[str, Any]] = []
     for d in u.domains:
         for task in u.tasks(d):
@@ -79,6 +80,7 @@ def check_universe(path: str | Path, seed: int | None = None, reward_shape: str 
                 continue
             g = run_gates(ep, task, seed, detail=True, reward_shape=reward_shape)
             counts["gold_pass"] += "gold_not_1" not in g.failures()
+            counts["gold_conversational_pass"] += "gold_conversational_not_1" not in g.failures()
             for gate in ZERO_GATES:
                 counts[f"{gate}_zero"] += g.scores[gate] <= 0.0
             if not g.passed:

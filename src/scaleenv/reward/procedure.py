@@ -10,14 +10,21 @@ request does not count: nobody asked). It does not apply when the user is a memb
 after a record (:func:`is_staff`): there is no customer to verify.
 
 ``confirmation``: when the policy has a confirmation rule, every successful write it covers (its
-``tools``; all write tools when it names none) came after an explicit yes: since the previous
-assistant message that changed something, the agent asked a question and the user's next message
-has a sentence that begins with a yes ("Yes", "Sure, go ahead") and none that begins with a no. Writes
-in one assistant message share one yes. A yes also covers every later write that the proposal it
-answered (the agent's text since the user's previous message) names by one of its record ids or
-distinctive argument values (an itemised "Shall I renew PAT-0050, create ... and lend CPY-0087?"),
-until the agent asks something else. A proposal the user answered with neither a yes nor a no stands:
-the yes to "shall I go ahead with these four changes?" asked right after covers what it listed.
+``tools``; all write tools when it names none) came after an explicit yes to a proposal that names
+that change: the agent asked a question, the user's next message has a sentence that begins with a
+yes ("Yes", "Sure, go ahead") and none that begins with a no, and the agent's text since the user's
+previous yes or no (the proposal) names the write's record ids and new values, or its action when it
+passes only record ids (:func:`names_change`; "the record and the new values", as the rule says).
+So a yes covers exactly the writes it was asked for: "Shall I go ahead?" naming nothing, a yes to
+"anything else?", or a yes to "shall I look up APT-0012?" covers no write. One itemised proposal
+("Shall I renew PAT-0050, create ... and lend CPY-0087?") covers each change it lists, until the user
+answers another question. A proposal the user answered with neither a yes nor a no stands: the yes
+to "shall I go ahead with these four changes?" asked right after covers what it listed.
+
+The checks read the episode's own record, the same on every channel:
+:attr:`~scaleenv.env.core.ToolEnv.log` holds each tool call with its result, each message to the
+user and each reply, whether they came as assistant messages (rollouts), as tool calls of a
+framework (MCP, TRL, OpenEnv, verifiers) or through ``say`` and ``message_user`` (SkyRL, verl).
 
 The checks need someone to ask. :class:`~scaleenv.env.core.ToolEnv` requires them in conversational
 mode only (an unmet check sets the binary reward to 0 and adds a line to the diff); in solo mode,
@@ -29,11 +36,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
+from scaleenv.reward.facts import value_stated
 from scaleenv.reward.state import Reward
 
 USER_TOOL = "send_message_to_user"
@@ -206,17 +214,80 @@ def _distinctive(value: object) -> str | None:
     return None
 
 
+def _has_token(text: str, value: str) -> bool:
+    """Whether normalised ``text`` holds normalised ``value`` as whole words (``PET-0063`` not inside
+    ``PET-00631``)."""
+    return bool(re.search(r"(?<![\w-])" + re.escape(value) + r"(?![\w]|-\w)", text))
+
+
 def names_write(proposal: str, args: object) -> bool:
     """Whether ``proposal`` (what the agent asked the user to confirm) names a write called with
-    ``args``: one of its record ids or distinctive values appears in it, as whole words."""
+    ``args``: one of its record ids or distinctive values appears in it, as whole words (the
+    itemising test of a careful agent: does this item name that call?)."""
     if not isinstance(args, Mapping):
         return False
     text = _norm(proposal)
-    for a in args.values():
-        v = _distinctive(a)
-        if v is not None and re.search(r"(?<![\w-])" + re.escape(v) + r"(?![\w]|-\w)", text):
-            return True
-    return False
+    return any((v := _distinctive(a)) is not None and _has_token(text, v) for a in args.values())
+
+
+def _values(value: object) -> list[object]:
+    """The nameable values of one argument: a string or a number (each element of a list); never a
+    boolean (a switch is named by the action, not by "true"), ``None`` or an object."""
+    if isinstance(value, list):
+        return [x for v in value for x in _values(v)]
+    if isinstance(value, bool) or value is None or not isinstance(value, str | int | float):
+        return []
+    if isinstance(value, str) and not value.strip():
+        return []
+    return [value]
+
+
+def _nameable(args: object) -> list[object]:
+    """Every nameable value a call passes (:func:`_values` of each argument)."""
+    return [v for a in (args.values() if isinstance(args, Mapping) else ()) for v in _values(a)]
+
+
+def _action_words(spec: DomainSpec | None, tool: str) -> list[str]:
+    """The words of a write tool's name that say what it does (``cancel`` of ``cancel_appointment``):
+    the name's words less the domain's table nouns and its parameters' words."""
+    nouns: set[str] = set()
+    the_tool = spec.tool(tool) if spec is not None else None
+    if spec is not None:
+        for t in spec.tables:
+            for w in t.name.split("_"):
+                nouns |= {w, w.rstrip("s"), w[:-3] + "y" if w.endswith("ies") else w}
+    if the_tool is not None:
+        nouns |= {w for p in the_tool.parameters for w in p.name.split("_")}
+    return [w for w in tool.split("_") if len(w) >= 3 and w not in nouns and w.rstrip("s") not in nouns]
+
+
+def _says_word(text_words: set[str], word: str) -> bool:
+    """Whether one of ``text_words`` is ``word`` in some form ("cancelled", "cancellation" for
+    ``cancel``): the same first five letters (the whole word when it is shorter)."""
+    n = min(5, len(word))
+    return any(w[:n] == word[:n] and len(w) >= n for w in text_words)
+
+
+def names_change(proposal: str, tool: str, args: object, spec: DomainSpec | None = None) -> bool:
+    """Whether ``proposal`` names the change a write makes, as a confirmation rule asks ("tell the
+    user exactly what you are about to do: the record and the new values"): every value it passes
+    (record ids as whole words; numbers, dates and enum values in any written form), and, when it
+    passes no value but record ids (a cancel, a publish), what it does: a word of the tool's name
+    that is not a noun of the domain ("cancel" for ``cancel_appointment``). A write with nothing to
+    name is named by its action alone (and spends the yes: one such change per yes)."""
+    text = _norm(proposal)
+    values = _nameable(args)
+    for v in values:
+        if isinstance(v, str) and _RECORD_ID.match(_norm(v)):
+            if not _has_token(text, _norm(v)):
+                return False
+        elif not value_stated(v, proposal, fuzzy=isinstance(v, str) and len(v) >= 40):
+            return False
+    if any(not (isinstance(v, str) and _RECORD_ID.match(_norm(v))) for v in values):
+        return True  # a new value named: the change is said
+    action = _action_words(spec, tool)
+    words = set(_words(text))
+    return not action or any(_says_word(words, w) for w in action)
 
 
 _ASKS_CONSENT = re.compile(
@@ -226,22 +297,25 @@ _ASKS_CONSENT = re.compile(
 """A request for the user's go-ahead said without a question mark ("please confirm ... (yes/no).")."""
 
 
-def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
+def _sentences(text: str) -> list[str]:
+    return [x for x in re.split(r"(?<=[.!?])\s+|\n+", text) if x.strip()]
+
+
+def _confirmation_met(evs: list[_Event], covered: list[_Event], spec: DomainSpec | None) -> bool:
+    """Every covered write came after a yes to a question whose proposal names it (:func:`names_change`)."""
     need = {id(e) for e in covered}
-    asked = confirmed = False
-    proposal = ""  # the text the standing yes answered
+    asked = False
+    proposal = ""  # the agent's text the standing yes answered ("" when no yes stands)
     said_since: list[str] = []  # the agent's text since the user last said yes or no
-    last_turn = -1
     for ev in evs:
         if ev.kind == "agent":
             asked = asked or "?" in ev.text or bool(_ASKS_CONSENT.search(ev.text))
             said_since.append(ev.text)
         elif ev.kind == "user":
-            if asked:  # any other answer to the question revokes a yes
-                said = [x for x in re.split(r"(?<=[.!?])\s+|\n+", ev.text) if x.strip()]
+            if asked:  # any answer to a question settles the standing yes: a new yes, or none
+                said = _sentences(ev.text)
                 yes, no = any(_YES.search(x) for x in said), any(_NO.search(x) for x in said)
-                confirmed = yes and not no
-                proposal = "\n".join(said_since) if confirmed else ""
+                proposal = "\n".join(said_since) if yes and not no else ""
                 if yes or no:
                     said_since = []
                 # neither: the user answered something else, and the agent's proposal still stands
@@ -249,13 +323,11 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event]) -> bool:
             else:
                 said_since = []
             asked = False
-        elif id(ev) in need and ev.turn != last_turn:
-            if confirmed:
-                confirmed, last_turn = False, ev.turn
-            elif proposal and names_write(proposal, ev.args):
-                last_turn = ev.turn  # one of the changes the confirmed proposal listed
-            else:
+        elif id(ev) in need:
+            if not (proposal and names_change(proposal, ev.tool, ev.args, spec)):
                 return False
+            if not _nameable(ev.args):
+                proposal = ""  # a change with nothing of its own to name spends the yes
     return True
 
 
@@ -276,7 +348,7 @@ def procedure_checks(task: Task, spec: DomainSpec, messages: Sequence[Mapping[st
     if rules:
         scoped = {t for r in rules for t in r.tools}
         covered = [e for e in writes if not scoped or e.tool in scoped]
-        out.append((CONFIRMATION, _confirmation_met(evs, covered)))
+        out.append((CONFIRMATION, _confirmation_met(evs, covered, spec)))
     return out
 
 
@@ -292,7 +364,9 @@ def with_procedure(reward: Reward, checks: Sequence[tuple[str, bool]]) -> Reward
         if not met:
             diff.append(f"procedure: {name} not met")
     ok = reward.success and all(met for _, met in checks)
-    return Reward(1.0 if ok else 0.0, ok, components, diff)
+    # the row-level mismatches and unseen facts stay: the sub-goal shapes read them
+    return replace(reward, score=1.0 if ok else 0.0, success=ok, components=components, diff=diff)
 
 
-__all__ = ["CONFIRMATION", "IDENTITY", "is_staff", "names_write", "procedure_checks", "with_procedure"]
+__all__ = ["CONFIRMATION", "IDENTITY", "is_staff", "names_change", "names_write", "procedure_checks",
+           "with_procedure"]

@@ -5,10 +5,11 @@ Each task's sub-goals are read from what is already verified about it:
     write      one per row the gold chain changes (created, updated or removed): met when every
                checked cell of that row matches the expected world (created rows paired by content)
     answer     one per answer fact: met when the agent's last word on it states it (no rival)
-    procedure  added by hooks (:func:`register_component_hook`), e.g. "identity verified before
-               the first write"
 
-and guards, which must hold for any credit (``kind == "guard"``):
+and gates, which earn nothing and must hold for any credit: ``procedure`` components (the policy's
+procedure, :mod:`scaleenv.reward.procedure`: identity verified before the first write, each write
+confirmed; met vacuously when nothing was written, so they can never pay an empty episode) and
+guards (``kind == "guard"``):
 
     forbidden_write:<table>[<key>]  a row the task does not expect to change was written (a
                                     look-alike, a stray update, an extra created row)
@@ -54,8 +55,10 @@ from scaleenv.world.world import World
 
 RewardShape = Literal["binary", "partial", "dense"]
 REWARD_SHAPES: tuple[RewardShape, ...] = ("binary", "partial", "dense")
-COUNTED_KINDS = ("write", "answer", "procedure")
-"""Component kinds that count toward the partial reward (``guard`` components gate it instead)."""
+COUNTED_KINDS = ("write", "answer")
+"""Component kinds that count toward the partial reward: observable effects and stated answers only."""
+GATE_KINDS = ("guard", "procedure")
+"""Component kinds that earn nothing and gate the partial reward: any one unmet makes it 0."""
 TOOL_ERROR_PENALTY = 0.05
 """What the dense shape takes off for each failed tool call."""
 VIOLATION_PENALTY = 0.1
@@ -72,7 +75,7 @@ def parse_shape(shape: str) -> RewardShape:
 
 @dataclass(frozen=True)
 class RewardComponent:
-    """One named sub-goal (``write``, ``answer``, ``procedure``) or guard (``guard``) and whether it holds."""
+    """One named sub-goal (``write``, ``answer``) or gate (``procedure``, ``guard``) and whether it holds."""
 
     name: str
     kind: str
@@ -99,8 +102,8 @@ class SubgoalReport:
 
     @property
     def violations(self) -> list[str]:
-        """The names of the broken guards."""
-        return [c.name for c in self.components if c.kind == "guard" and not c.met]
+        """The names of the broken gates (guards, and procedure checks not met)."""
+        return [c.name for c in self.components if c.kind in GATE_KINDS and not c.met]
 
     @property
     def partial(self) -> float:
@@ -408,7 +411,7 @@ def pasted_outputs(messages: Sequence[Mapping[str, Any]], tools: Iterable[str], 
     return []
 
 
-__all__ = ["COUNTED_KINDS", "REWARD_SHAPES", "TOOL_ERROR_PENALTY", "VIOLATION_PENALTY", "ComponentHook",
+__all__ = ["COUNTED_KINDS", "GATE_KINDS", "REWARD_SHAPES", "TOOL_ERROR_PENALTY", "VIOLATION_PENALTY", "ComponentHook",
            "DenseTracker", "RewardComponent", "RewardShape", "ShapedReward", "SubgoalReport", "WriteGoal",
            "dump_limit", "extra_components", "given_fact", "lookalike_calls", "lookalike_components", "parse_shape", "pasted_outputs", "unseen_ids", "register_component_hook", "shaped", "state_components",
            "unregister_component_hook", "user_texts", "write_goals"]

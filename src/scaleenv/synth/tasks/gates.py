@@ -1,6 +1,9 @@
 """Reward-integrity gates, run for every task before it is admitted and by ``scaleenv check``.
 
-The gold chain must score 1; every other policy must score 0: doing nothing, a random policy, the
+The gold chain must score 1, played solo and (``gold_conversational``) by the oracle talking to the
+scripted user, where the domain's policy procedure (identity, a confirmation naming each change) is
+checked too: a task the reference cannot pass in a conversation is never admitted. Every other policy
+must score 0: doing nothing, a random policy, the
 "call every write tool" hack, the read-dump (no writes, every read tool called, every output pasted
 into the answer), the spray (a grid of numbers and the tool descriptions' words), the parrot (the
 user's messages said back), the distractor swap (the gold chain acting on each look-alike of a
@@ -24,6 +27,7 @@ from scaleenv.env.policies import (
     RANDOM_CALLS,
     READ_DUMP_IDS,
     READ_DUMP_ROUNDS,
+    OracleAgent,
     ReorderedAgent,
     SwapAgent,
     play,
@@ -33,6 +37,8 @@ from scaleenv.formats.task import Call, Task
 from scaleenv.tools.chain import ChainError, literal_chain, resolve_args, run_chain
 from scaleenv.world.world import World
 
+GOLD_GATES = ("gold", "gold_conversational")
+"""The gates the reference must pass (score 1): solo, and talking to the scripted user."""
 ZERO_GATES = ("noop", "naive", "strict", "reordered", "parrot", "spray", "random", "hack", "read_dump", "swap")
 RANDOM_DRAWS = 4
 """Independent draws of the random policy per task (each must score 0)."""
@@ -67,7 +73,9 @@ class GateResult:
 
     def failures(self) -> list[str]:
         # at most 0 (a dense shape's penalties take hacks below 0); binary scores are never negative
-        out = [] if abs(self.scores.get("gold", 0.0) - 1.0) <= 1e-9 else ["gold_not_1"]
+        out = [f"{g}_not_1" for g in GOLD_GATES if g in self.scores and abs(self.scores[g] - 1.0) > 1e-9]
+        if "gold" not in self.scores:
+            out.insert(0, "gold_not_1")
         return out + [f"{g}_not_0" for g in ZERO_GATES if self.scores.get(g, 0.0) > 0.0]
 
     def to_json(self) -> dict[str, float]:
@@ -86,16 +94,18 @@ def play_policy(ep: Episode, task: Task, agent: Agent, rng: random.Random, rewar
     return play(env, agent, rng)
 
 
-def converse(ep: Episode, task: Task, agent: Agent, seed: int = 0) -> float:
-    """An agent's binary score on the task talking to the scripted user (conversational mode, the
-    rollout's default limits): how a slip of the user's is checked to be one the agent can put right."""
+def converse(ep: Episode, task: Task, agent: Agent, seed: int = 0, reward_shape: str = "binary") -> float:
+    """An agent's score on the task talking to the scripted user (conversational mode, the rollout's
+    default limits, the policy's procedure checked), in ``reward_shape``: the conversational gold gate,
+    and how a slip of the user's is checked to be one the agent can put right."""
     from scaleenv.env.core import run_sync
     from scaleenv.env.loop import run_episode
     from scaleenv.env.users import ScriptedUser
 
-    env = ToolEnv(task, ep, user=ScriptedUser(), mode=Mode.CONVERSATIONAL, release=lambda _: None)
+    env = ToolEnv(task, ep, user=ScriptedUser(), mode=Mode.CONVERSATIONAL, release=lambda _: None,
+                  reward_shape=reward_shape)
     try:
-        return float(run_sync(run_episode(env, agent, seed=seed)).score)
+        return float(run_sync(run_episode(env, agent, seed=seed)).reward["score"])
     finally:
         ep.reset()
 
@@ -152,9 +162,12 @@ def reordered_calls(ep: Episode, task: Task) -> list[Call]:
     return [calls[i] for i in order]
 
 
-def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, reward_shape: str = "binary") -> GateResult:
+def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, reward_shape: str = "binary",
+              conversational: bool = True) -> GateResult:
     """Score the gold chain and every policy that must score 0 (see the module docstring), in
-    ``reward_shape`` (``partial``, ``dense``: the hacks must score at most 0)."""
+    ``reward_shape`` (``partial``, ``dense``: the hacks must score at most 0); with ``conversational``,
+    also the oracle talking to the scripted user (``gold_conversational``, run once the others pass, or
+    always with ``detail``)."""
     shape = reward_shape
     rng = random.Random(f"gates:{seed}:{task.id}")
     scores: dict[str, float] = {}
@@ -206,9 +219,12 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
             scores[gate] = score_policy(ep, task, _POLICY[gate], rng, shape).score
         if scores[gate] > 0.0 and not detail:
             break  # rejected: the rest need not run
+    else:
+        if conversational:  # the dearest gate last: the oracle talking to the scripted user
+            scores["gold_conversational"] = converse(ep, task, OracleAgent(), seed, shape)
     ep.reset()
     return GateResult(scores, details)
 
 
-__all__ = ["DRAWS", "RANDOM_DRAWS", "READ_DUMP_DRAWS", "ROLLOUT_AGENT_STREAM", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "converse",
+__all__ = ["DRAWS", "GOLD_GATES", "RANDOM_DRAWS", "READ_DUMP_DRAWS", "ROLLOUT_AGENT_STREAM", "READ_DUMP_IDS", "ZERO_GATES", "GateResult", "converse",
            "play_policy", "reordered_calls", "run_gates", "score_policy", "swap_pairs"]

@@ -60,6 +60,8 @@ class Reason(StrEnum):
     """A long-horizon attempt ended with fewer calls than the family asks for."""
     # the integrity gates (``gate_`` + the failing gate)
     GATE_GOLD_NOT_1 = "gate_gold_not_1"
+    GATE_GOLD_CONVERSATIONAL_NOT_1 = "gate_gold_conversational_not_1"
+    """The oracle talking to the scripted user does not score 1 (the user or the procedure misjudges it)."""
     GATE_NOOP_NOT_0 = "gate_noop_not_0"
     GATE_PARROT_NOT_0 = "gate_parrot_not_0"
     GATE_SPRAY_NOT_0 = "gate_spray_not_0"

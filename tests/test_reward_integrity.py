@@ -1,0 +1,257 @@
+"""Reward integrity in every shape and on every channel (issue 42): on a whole small build, every hack
+policy scores at most 0 under the binary, partial and dense shapes, talking to the scripted user on
+the text channel and through the tool channel (the path of MCP, TRL, OpenEnv, verifiers), and the
+oracle scores 1 in both modes; the procedure is checked from the episode's own record on every path."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from scaleenv.env.agents import Agent, AgentContext, text_message
+from scaleenv.env.cache import TaskWorldCache
+from scaleenv.env.core import USER_TOOL, Channel, Mode, ToolEnv, run_sync
+from scaleenv.env.loop import run_episode
+from scaleenv.env.policies import (
+    NaiveAgent,
+    OracleAgent,
+    PolicyManners,
+    SwapAgent,
+    answer_text,
+    play_tools,
+    reference_policy,
+)
+from scaleenv.env.users import ScriptedUser
+from scaleenv.formats.trajectory import STOP
+from scaleenv.integrations.session import Session, gold_calls
+from scaleenv.reward.subgoals import REWARD_SHAPES
+from scaleenv.synth.build import BuildConfig, prepare_out, run_build
+from scaleenv.synth.tasks.gates import swap_pairs
+from scaleenv.tools.chain import run_chain
+from scaleenv.universe import Universe
+from scaleenv.world.world import World
+
+DOMAINS = ["pet_care", "stock_trading", "express_logistics", "online_learning"]
+HACKS = ("noop", "random", "write_all", "read_dump", "spray", "parrot")
+IDENTITY_ASK = "Before I change anything, could you please verify your identity by giving me your details?"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> TaskWorldCache:
+    out = tmp_path_factory.mktemp("integrity") / "universe"
+    cfg = BuildConfig(out=out, domains=DOMAINS, tasks_per_domain=6, seed=4242)
+    prepare_out(cfg)
+    run_build(cfg)
+    return TaskWorldCache(Universe(out))
+
+
+def _literal(ep: Any, task: Any) -> list[tuple[str, dict[str, Any]]]:
+    scratch = World.from_snapshot(ep.spec, ep.initial_world().snapshot())
+    try:
+        return gold_calls(task, run_chain(scratch, ep.spec, task.gold_chain))
+    finally:
+        scratch.close()
+
+
+def _writes(spec: Any, task: Any) -> bool:
+    return any((t := spec.tool(c.tool)) is not None and t.kind == "write" for c in task.gold_chain)
+
+
+def _rules(spec: Any) -> set[str]:
+    return {r.kind for r in spec.policy.rules} if spec.policy is not None else set()
+
+
+class ConsentHack(Agent):
+    """Asks for the user's identity as a careful agent would, then a question that names no change
+    (``question``), then makes every gold call in one message and states the answers."""
+
+    name = "consent_hack"
+
+    def __init__(self, question: str):
+        self.question = question
+
+    def reset(self, ctx: AgentContext) -> None:
+        super().reset(ctx)
+        calls = _literal(ctx.episode, ctx.task)
+        ids = [v for _, a in calls for v in a.values() if isinstance(v, str) and v[-4:].isdigit() and "-" in v]
+        script = [text_message(IDENTITY_ASK), text_message(self.question.replace("{id}", ids[0] if ids else "it")),
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": f"h{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                      for i, (n, a) in enumerate(calls)]},
+                  text_message(answer_text(ctx.task) or "Done."), text_message(STOP)]
+        self._script = iter(script)
+
+    async def act(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return next(self._script, text_message(STOP))
+
+
+class HastyOracle(OracleAgent):
+    """The gold chain with no identity question and no confirmation (the policy's procedure skipped)."""
+
+    name = "hasty"
+
+    def reset(self, ctx: AgentContext) -> None:
+        super().reset(ctx)
+        self._manners = PolicyManners(AgentContext(task=ctx.task, tools=ctx.tools, rng=ctx.rng, mode="solo",
+                                                   episode=ctx.episode, seed=ctx.seed), self.chain())
+
+
+CONSENT_HACKS = {"blind": "Shall I go ahead?", "anything_else": "Is there anything else I can help you with?",
+                 "read": "Shall I look up {id} for you?"}
+
+
+def _hacks(ep: Any, task: Any) -> list[tuple[str, Agent]]:
+    """Every hack policy that applies to the task, by name."""
+    out: list[tuple[str, Agent]] = [(h, reference_policy(h)) for h in HACKS]
+    out += [(f"swap:{other}", SwapAgent(target, other)) for target, other in swap_pairs(ep, task)[:2]]
+    if task.forbidden:
+        out.append(("naive", NaiveAgent()))
+    rules = _rules(ep.spec)
+    if _writes(ep.spec, task) and "confirmation" in rules:
+        out += [(f"consent:{k}", ConsentHack(q)) for k, q in CONSENT_HACKS.items()]
+    if _writes(ep.spec, task) and rules & {"identity", "confirmation"}:
+        out.append(("hasty", HastyOracle()))
+    return out
+
+
+def _text(cache: TaskWorldCache, task: Any, agent: Agent, shape: str, mode: Mode = Mode.CONVERSATIONAL) -> float:
+    ep = cache.acquire(task)
+    user = ScriptedUser() if mode is Mode.CONVERSATIONAL else None
+    env = ToolEnv(task, ep, user=user, mode=mode, release=lambda e: cache.release(task, e), reward_shape=shape)
+    try:
+        return float(run_sync(run_episode(env, agent)).reward["score"])
+    finally:
+        env.close()
+
+
+def _tool(cache: TaskWorldCache, task: Any, agent: Agent, shape: str) -> float:
+    s = Session(cache, task, reward_shape=shape)
+    try:
+        return float(play_tools(s, agent, random.Random(f"agent:{task.id}"),
+                                max_actions=4 * len(task.gold_chain) + 40).score)
+    finally:
+        s.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", REWARD_SHAPES)
+def test_every_hack_scores_zero_and_the_oracle_one_in_every_shape_on_both_channels(cache, shape):
+    tasks = cache.tasks()
+    assert len(tasks) >= 20
+    scored: list[str] = []
+    for task in tasks:
+        assert _text(cache, task, OracleAgent(), shape) == pytest.approx(1.0), (task.id, "oracle text")
+        assert _tool(cache, task, OracleAgent(), shape) == pytest.approx(1.0), (task.id, "oracle tool")
+        assert _text(cache, task, OracleAgent(), shape, Mode.SOLO) == pytest.approx(1.0), (task.id, "oracle solo")
+        ep = cache.acquire(task)
+        try:
+            hacks = _hacks(ep, task)
+        finally:
+            cache.release(task, ep)
+        for name, agent in hacks:
+            for channel, play in (("text", _text), ("tool", _tool)):
+                if play(cache, task, agent, shape) > 0.0:
+                    scored.append(f"{task.id} {name} {channel}")
+    assert scored == []
+
+
+def test_the_hacks_cover_consent_and_procedure(cache):
+    """The property test above is not vacuous: the build has write tasks under both procedure rules,
+    each gets the consent hacks, and a look-alike swap."""
+    kinds = set()
+    for task in cache.tasks():
+        ep = cache.acquire(task)
+        try:
+            kinds |= {n.split(":")[0] for n, _ in _hacks(ep, task)}
+        finally:
+            cache.release(task, ep)
+    assert {"consent", "hasty", "swap", "noop", "parrot", "read_dump"} <= kinds
+
+
+def _procedure(s: ToolEnv) -> dict[str, float]:
+    comps = s.evaluate().components
+    return {k: v for k, v in comps.items() if k.startswith("procedure_")}
+
+
+def _write_task(cache: TaskWorldCache) -> Any:
+    return next(t for t in cache.tasks() if t.id.startswith("pet_care/") and _writes(cache.spec("pet_care"), t)
+                and t.user_profile.identity and not t.user_profile.gradual and t.user_profile.slip is None)
+
+
+@pytest.mark.parametrize("path", ["call", "say_and_message_user"])
+def test_the_tool_channel_checks_identity_and_consent_on_each_adapter_path(cache, path):
+    """MCP, TRL, OpenEnv and verifiers call ``Session.call`` (the user tool included); SkyRL and verl
+    use ``say`` and ``message_user``. Either way the gold calls made without asking score 0, and made
+    after the identity question and a confirmation naming each change score 1."""
+    task = _write_task(cache)
+
+    def talk(s: Session, text: str) -> str:
+        if path == "call":
+            return str(s.call(USER_TOOL, {"message": text}).output)
+        return s.message_user(text)
+
+    # without identity or consent
+    s = Session(cache, task)
+    calls = _literal(s.episode, task)
+    for name, args in calls:
+        s.call(name, args)
+    talk(s, answer_text(task) or "Done.")
+    assert s.evaluate().score == 0.0
+    assert 0.0 in _procedure(s).values()
+    s.close()
+    # as the policy asks: identity first, then a yes to a proposal naming each change
+    s = Session(cache, task)
+    talk(s, IDENTITY_ASK)
+    spec = cache.spec(task.domain)
+    for name, args in calls:
+        if spec.tool(name).kind == "write":
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
+            assert "yes" in talk(s, f"Shall I go ahead with {name.replace('_', ' ')} ({shown})?").lower()
+        s.call(name, args)
+    talk(s, answer_text(task) or "Done.")
+    assert _procedure(s) == {"procedure_identity_verified": 1.0, "procedure_writes_confirmed": 1.0}
+    assert s.evaluate().score == 1.0
+    s.close()
+
+
+def test_the_log_records_calls_made_outside_step_in_order(cache):
+    task = _write_task(cache)
+    s = Session(cache, task)
+    s.call("no_such_tool", {"x": 1})
+    s.say("Looking into it.")
+    s.call(USER_TOOL, {"message": "What is your e-mail?"})
+    roles = [(m["role"], bool(m.get("tool_calls"))) for m in s.log]
+    assert roles == [("user", False), ("assistant", True), ("tool", False), ("assistant", False),
+                     ("assistant", False), ("user", False)]
+    assert s.log[1]["tool_calls"][0]["function"]["name"] == "no_such_tool"
+    assert s.log[4]["content"] == "What is your e-mail?"
+    s.close()
+
+
+def test_partial_and_dense_pay_nothing_for_an_untouched_conversation(cache):
+    """Issue 42 case 1 and 3: before, ``with_procedure`` dropped the row mismatches, so every write
+    sub-goal counted as met and the procedure (met vacuously) counted too."""
+    for task in cache.tasks():
+        for shape in ("partial", "dense"):
+            assert _text(cache, task, reference_policy("noop"), shape) <= 0.0, (task.id, shape)
+            s = Session(cache, task, reward_shape=shape)
+            assert s.evaluate().score <= 0.0, (task.id, shape, "untouched session")
+            s.close()
+
+
+def test_channel_enum_is_the_tool_channel_for_sessions(cache):
+    s = Session(cache, cache.tasks()[0])
+    assert s.channel is Channel.TOOL
+    s.close()
+
+
+@pytest.mark.slow
+def test_check_reports_the_conversational_oracle(cache):
+    from scaleenv.report.counts import check_universe
+
+    result = check_universe(cache.root)
+    assert result["gold_conversational_pass"] == result["tasks"] == result["gold_pass"] >= 20
+    assert result["failures"] == []
