@@ -255,3 +255,22 @@ def test_check_reports_the_conversational_oracle(cache):
     result = check_universe(cache.root)
     assert result["gold_conversational_pass"] == result["tasks"] == result["gold_pass"] >= 20
     assert result["failures"] == []
+
+
+def test_an_id_the_gold_chain_passes_as_written_is_no_lookalike(cache):
+    """Seed 4242, knowledge_management/00225: USR-0009 was both a look-alike of the user and the reviewer
+    the user named; the partial shape's look-alike guards fired on the gold write itself."""
+    from scaleenv.formats.task import Call
+    from scaleenv.reward.subgoals import lookalike_calls, lookalikes
+
+    task = cache.tasks()[0]
+    table = "members"
+    named = task.model_copy(deep=True)
+    named.verification.distractors = {table: ["USR-0009", "USR-0031"]}
+    named.gold_chain = [*named.gold_chain, Call(tool="request_review", args={"reviewer_id": "USR-0009"})]
+    assert lookalikes(named) == {table: ["USR-0031"]}
+    msg = [{"role": "assistant", "tool_calls": [{"id": "a", "function": {
+        "name": "request_review", "arguments": json.dumps({"reviewer_id": "USR-0009"})}}]}]
+    assert lookalike_calls(msg, ["request_review"], lookalikes(named)) == []
+    assert [c.name for c in lookalike_calls(msg, ["request_review"], named.verification.distractors)] == \
+        ["lookalike_call:request_review(USR-0009)"]

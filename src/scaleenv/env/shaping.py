@@ -21,6 +21,7 @@ from scaleenv.reward.subgoals import (
     extra_components,
     lookalike_calls,
     lookalike_components,
+    lookalikes,
     parse_shape,
     pasted_outputs,
     shaped,
@@ -87,10 +88,10 @@ class Shaping:
         components = state_components(reward, self.goals(env), ep.answer_facts, ep.said,
                                       user_said=self._user_texts, max_chars=self._max_chars)
         if ep.expected is not None:
-            components += lookalike_components(ep.world, ep.expected, task.verification.distractors)
+            components += lookalike_components(ep.world, ep.expected, lookalikes(task))
         if self._tools is None:
             self._tools = set(ep.tool_names)
-        components += lookalike_calls(env.messages, self._tools, task.verification.distractors)
+        components += lookalike_calls(env.messages, self._tools, lookalikes(task))
         components += unseen_ids(env.messages, self._id_params(env))
         components += [RewardComponent(f"policy_broken:{b}", "guard", False) for b in ep.broken]
         if ep.answer_facts:

@@ -248,6 +248,15 @@ def state_components(reward: Reward, goals: Sequence[WriteGoal], answer_facts: I
     return out
 
 
+def lookalikes(task: Task) -> dict[str, list[Any]]:
+    """The task's look-alikes the guards watch: its distractors, less any id its gold chain passes as
+    written (a record can be a look-alike of the user's own and, at once, the reviewer the user names: acting
+    on it is the request, not a slip)."""
+    used = {str(v) for c in task.gold_chain for v in c.args.values() if isinstance(v, str | int)
+            and not isinstance(v, bool)}
+    return {t: kept for t, ids in task.verification.distractors.items() if (kept := [d for d in ids if str(d) not in used])}
+
+
 def lookalike_components(final: World, expected: World, distractors: Mapping[str, Sequence[Any]]
                          ) -> list[RewardComponent]:
     """A guard for each reference to a look-alike in a row the agent wrote: a foreign-key cell
@@ -413,5 +422,5 @@ def pasted_outputs(messages: Sequence[Mapping[str, Any]], tools: Iterable[str], 
 
 __all__ = ["COUNTED_KINDS", "GATE_KINDS", "REWARD_SHAPES", "TOOL_ERROR_PENALTY", "VIOLATION_PENALTY", "ComponentHook",
            "DenseTracker", "RewardComponent", "RewardShape", "ShapedReward", "SubgoalReport", "WriteGoal",
-           "dump_limit", "extra_components", "given_fact", "lookalike_calls", "lookalike_components", "parse_shape", "pasted_outputs", "unseen_ids", "register_component_hook", "shaped", "state_components",
+           "dump_limit", "extra_components", "given_fact", "lookalike_calls", "lookalike_components", "lookalikes", "parse_shape", "pasted_outputs", "unseen_ids", "register_component_hook", "shaped", "state_components",
            "unregister_component_hook", "user_texts", "write_goals"]
