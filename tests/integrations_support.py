@@ -112,35 +112,43 @@ def partial_case(universe: Path, *, conversational: bool = False) -> tuple[Task,
     """A task, the gold calls up to its first goal write, and the partial reward they earn (strictly
     between 0 and 1), as a Session computes it: what every adapter must report under reward_shape.
 
-    ``conversational``: the reward as an adapter that talks with the scripted user scores it (the
-    policy's procedure checks count: the calls were made without asking for a yes)."""
-    from scaleenv.integrations.session import Session
+    ``conversational``: the calls a careful agent makes up to that write (:func:`careful`: the identity
+    question and the confirmation sent to the user first) and their reward as an adapter that talks with
+    the scripted user scores it (the policy's procedure is checked: it holds, so nothing is taken off)."""
+    from scaleenv.integrations.session import USER_TOOL, Session
 
     source = task_source(universe)
     for task in tasks(universe):
         spec = source.spec(task.domain)
-        calls = gold(universe, task)
+        calls = careful(universe, task) if conversational else gold(universe, task)
         prefix: list[tuple[str, dict[str, Any]]] = []
-        for call, (name, args) in zip(task.gold_chain, calls, strict=True):
+        steps = iter(task.gold_chain)
+        for name, args in calls:
             prefix.append((name, args))
+            if name == USER_TOOL:
+                continue
+            call = next(steps)
             tool = spec.tool(name)
             if call.purpose == "goal" and tool is not None and tool.kind == "write":
                 break
-        s = Session(source, task, user=None, mode="solo", reward_shape="partial")
-        try:
-            for name, args in prefix:
-                s.call(name, args)
-            score = s.evaluate().score
-        finally:
-            s.close()
+        if conversational:
+            score = conversational_score(universe, task, prefix)
+        else:
+            s = Session(source, task, user=None, mode="solo", reward_shape="partial")
+            try:
+                for name, args in prefix:
+                    s.call(name, args)
+                score = s.evaluate().score
+            finally:
+                s.close()
         if 0.0 < score < 1.0:
-            return task, prefix, conversational_score(universe, task, prefix) if conversational else score
+            return task, prefix, score
     raise AssertionError("no task of the small universe earns a partial reward from its first write")
 
 
 def conversational_score(universe: Path, task: Task, calls: list[tuple[str, dict[str, Any]]]) -> float:
     """The partial reward of ``calls`` in a conversational Session with the scripted user (how the
-    SkyRL and verl adapters run a row): the policy's procedure checks count."""
+    SkyRL and verl adapters run a row): the policy's procedure is checked."""
     from scaleenv.integrations.session import Session
 
     s = Session(task_source(universe), task, user="scripted", mode="conversational", reward_shape="partial")
