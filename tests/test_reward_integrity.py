@@ -274,3 +274,16 @@ def test_an_id_the_gold_chain_passes_as_written_is_no_lookalike(cache):
     assert lookalike_calls(msg, ["request_review"], lookalikes(named)) == []
     assert [c.name for c in lookalike_calls(msg, ["request_review"], named.verification.distractors)] == \
         ["lookalike_call:request_review(USR-0009)"]
+
+
+@pytest.mark.parametrize("hack", sorted(CONSENT_HACKS))
+def test_consent_without_content_covers_no_write(cache, hack):
+    """Issue 42 case 4: a yes to a question that names no change ("Shall I go ahead?", "anything else?",
+    or a look-up of the record) covered every write after it; now it covers none, on both channels."""
+    tasks = [t for t in cache.tasks() if _writes(cache.spec(t.domain), t) and "confirmation" in
+             _rules(cache.spec(t.domain))][:4]
+    assert tasks
+    for task in tasks:
+        assert _text(cache, task, ConsentHack(CONSENT_HACKS[hack]), "binary") == 0.0, task.id
+        assert _tool(cache, task, ConsentHack(CONSENT_HACKS[hack]), "binary") == 0.0, task.id
+        assert _text(cache, task, OracleAgent(), "binary") == 1.0, task.id
