@@ -121,7 +121,10 @@ def is_action_confirmation(sentence: str) -> bool:
 _ALTERNATIVE = re.compile(r"\b(instead|alternatively|rather than|in its place|as an alternative)\b",
                           re.IGNORECASE)
 _WHICH = re.compile(r"\bwhich (one|ones|of (these|those|them|the|your))\b|\b(do|did) you mean\b|"
-                    r"\bare you referring to\b|\bwhich\b[^?]*\bis (it|the one)\b", re.IGNORECASE)
+                    r"\bare you referring to\b", re.IGNORECASE)
+_WHICH_WORD = re.compile(r"\bwhich\b", re.IGNORECASE)
+_IS_IT = re.compile(r"\bis (it|the one)\b", re.IGNORECASE)
+"""With a "which" before it in the same question: "which of the two is it?", "which booking is the one?"."""
 
 
 def offers_alternative(sentence: str) -> bool:
@@ -130,8 +133,16 @@ def offers_alternative(sentence: str) -> bool:
 
 
 def asks_which(sentence: str) -> bool:
-    """A question asking which of several records the user means ("Which one do you mean?")."""
-    return bool(_WHICH.search(sentence))
+    """A question asking which of several records the user means ("Which one do you mean?", "which booking
+    is it?": a "which", then "is it" before the next question mark; the first "which" of each question is
+    the one to look after, so no part of the sentence is read twice)."""
+    if _WHICH.search(sentence):
+        return True
+    for question in sentence.split("?"):
+        which = _WHICH_WORD.search(question)
+        if which is not None and _IS_IT.search(question, which.end()):
+            return True
+    return False
 
 
 def asks_identity(sentence: str) -> bool:

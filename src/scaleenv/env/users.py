@@ -11,7 +11,9 @@ import random
 import re
 import zlib
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from scaleenv.env.agents import EndpointOptions
@@ -93,6 +95,10 @@ def _value_pattern(v: Any) -> re.Pattern[str]:
     return re.compile(r"(?<![\w.])(" + "|".join(re.escape(f) for f in forms) + r")(?![\w]|\.\d)")
 
 
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
+"""A number standing as a whole value (what :func:`_value_pattern` of a number's digits matches)."""
+
+
 def _unseparated(text: str) -> str:
     """``text`` with thousands separators dropped from its numbers ("56,600,000" as 56600000)."""
     return re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
@@ -124,22 +130,135 @@ _OPTIONS = re.compile(
     re.IGNORECASE)
 """A choice between courses of action ("pay the full 120, or just the 50 you mentioned?"): no yes answers it.
 Not an offer to go on or change something ("shall I go ahead, or is there anything else?")."""
-_DICTATED = re.compile(r'\([^)]*\)|"[^"]*"|:\s[^?]*$')
-"""Text the agent quotes (a new description, a message body): its words are no question's options."""
+
+
+def _undictated(sentence: str) -> str:
+    """``sentence`` without the text the agent quotes (a new description, a message body: its words are no
+    question's options): a bracketed aside, a quoted text, and what follows a colon to the end of a sentence
+    with no question mark after it. In one pass: a regular expression would read the rest of the sentence
+    again from every bracket or colon left open."""
+    out: list[str] = []
+    last_question = sentence.rfind("?")
+    may_close = {")": True, '"': True}  # whether a closing mark may still follow
+    i = start = 0
+    n = len(sentence)
+    while i < n:
+        c = sentence[i]
+        close = ")" if c == "(" else '"' if c == '"' else None
+        if close is not None and may_close[close]:
+            j = sentence.find(close, i + 1)
+            if j >= 0:
+                out.append(sentence[start:i])
+                i = start = j + 1
+                continue
+            may_close[close] = False  # none after this one, so none after any later one
+        elif c == ":" and i + 1 < n and sentence[i + 1].isspace() and last_question < i + 2:
+            out.append(sentence[start:i])
+            start = n
+            break
+        i += 1
+    out.append(sentence[start:])
+    return "".join(out)
+
 
 _WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
                   r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
-_OPEN = re.compile(r"\b(what|which|when|where|how (much|many|long))\b[^.?!]*\b(would|do|should|will|shall) you "
-                   r"(like|want|prefer|need|choose)\b", re.IGNORECASE)
-"""An open question ("what priority would you like for it, or should I leave the default?"): no
-yes or no answers it, even when it ends in an offer to go ahead."""
+_OPEN_WORD = re.compile(r"\b(what|which|when|where|how (much|many|long))\b", re.IGNORECASE)
+_OPEN_VERB = re.compile(r"\b(would|do|should|will|shall) you (like|want|prefer|need|choose)\b", re.IGNORECASE)
+_STRETCH = re.compile(r"[^.?!]+")
+
+
+def _open_question(sentence: str) -> int | None:
+    """Where an open question begins ("what priority would you like for it, or should I leave the default?":
+    a question word, then "would you like" or the like before the next stop); no yes or no answers it, even
+    when it ends in an offer to go ahead. ``None`` when there is none. Linear: in each stretch between
+    stops, the first question word counts if it ends before the stretch's last such verb."""
+    for stretch in _STRETCH.finditer(sentence):
+        verbs = [m.start() for m in _OPEN_VERB.finditer(stretch.group())]
+        word = _OPEN_WORD.search(stretch.group()) if verbs else None
+        if word is not None and word.end() <= verbs[-1]:
+            return stretch.start() + word.start()
+    return None
+
 _DEFAULT = re.compile(r"\b(the|its|a) (default|usual|standard)\b|\b(as it is|as is|unchanged)\b", re.IGNORECASE)
 
 
+MESSAGE_LIMIT = 4000
+"""The most characters of an agent message the scripted user reads (the oracle's longest, an itemised
+confirmation of a long task's writes, is under 2,000): a longer one gets :data:`TOO_LONG`, and counts
+as no answer, report or yes."""
+TOO_LONG = "That is too long for me to read; could you put it in a few sentences?"
+"""The scripted user's reply to a message over :data:`MESSAGE_LIMIT`."""
 NEXT_REQUEST = "There is one more thing."
 """How a user who says its requests one at a time brings up the next one."""
 NO_ALTERNATIVE = "No, thank you; I only want what I asked for."
 """The scripted user's answer to an offer of something it did not ask for."""
+
+
+class _Message:
+    """One agent message as the user reads it: what an answer to one of its questions needs of the whole
+    message (a wrong value named anywhere in it, a refusal, an id, the records named before the question)
+    is read once, however many questions the message holds, so that a reply takes time linear in its length."""
+
+    def __init__(self, user: ScriptedUser, text: str):
+        self.user = user
+        self.text = text
+        self._names: dict[str, bool] = {}
+        self._first: dict[str, int] = {}
+
+    @cached_property
+    def sentences(self) -> list[str]:
+        from scaleenv.env.judge import sentences
+
+        return sentences(self.text)
+
+    @cached_property
+    def wrong(self) -> str | None:
+        """A fact of the user's that the message names with another value (:meth:`ScriptedUser.wrong_fact`)."""
+        return self.user.wrong_fact(self.text)
+
+    @cached_property
+    def cannot(self) -> bool:
+        """Whether the message says that something cannot be done."""
+        from scaleenv.env.judge import says_cannot
+
+        return says_cannot(self.text)
+
+    def names(self, record_id: str) -> bool:
+        """Whether the message names ``record_id``."""
+        if record_id not in self._names:
+            self._names[record_id] = names(self.text, record_id)
+        return self._names[record_id]
+
+    @cached_property
+    def _normed(self) -> tuple[str, list[int]]:
+        """The sentences normalised and joined by spaces (padded with one on each side), and the length of
+        the join of those before each sentence (its normalised prefix)."""
+        from scaleenv.env.vocabulary import norm
+
+        joined: list[str] = []
+        length = 0
+        before: list[int] = []
+        for sentence in self.sentences:
+            before.append(length)
+            piece = norm(sentence)
+            if piece:
+                length += len(piece) + (1 if joined else 0)
+                joined.append(piece)
+        return f" {' '.join(joined)} ", before
+
+    def named_before(self, index: int, phrases: Iterable[str]) -> bool:
+        """Whether one of ``phrases`` (normalised) stands as whole words in the sentences before sentence
+        ``index`` (:func:`~scaleenv.env.vocabulary.has_phrase` of the normalised text before it; each
+        phrase's first place in the message is found once)."""
+        padded, before = self._normed
+        for phrase in phrases:
+            if phrase not in self._first:
+                self._first[phrase] = padded.find(f" {phrase} ")
+            first = self._first[phrase]
+            if phrase and first >= 0 and first + len(phrase) <= before[index]:
+                return True
+        return False
 
 
 class ScriptedUser(User):
@@ -161,6 +280,9 @@ class ScriptedUser(User):
       (:class:`~scaleenv.env.judge.Progress`), and recaps only the others.
     - Ends with the stop marker once every goal was reported done, when its turns run out, or
       after ``patience`` agent messages in a row that neither ask it anything nor report progress.
+    - Reads a message of at most :data:`MESSAGE_LIMIT` characters, in time linear in its length (what its
+      questions need of the whole message is read once); a longer one gets :data:`TOO_LONG` and counts as
+      a message that gets nowhere.
     """
 
     name = "scripted"
@@ -276,12 +398,12 @@ class ScriptedUser(User):
             asks_which,
             is_action_confirmation,
             is_confirmation,
+            is_question,
             offers_alternative,
-            questions,
-            says_cannot,
         )
         from scaleenv.env.vocabulary import has_phrase, norm
 
+        message = _Message(self, agent_text)  # what the questions need of the whole message: read once
         parts: list[str] = []
         given: list[str] = []
         decisions = [d for d in self.ctx.task.user_profile.decisions
@@ -290,15 +412,17 @@ class ScriptedUser(User):
         asked_any = bool(decisions)
         unknown = False
         unsaid = self._unsaid_facts()  # the facts only requests not said yet hold: never given
-        for sentence in questions(agent_text):
+        for index, sentence in enumerate(message.sentences):
+            if not is_question(sentence):
+                continue
             asked_any = True
             if _CLARIFY.search(sentence) and (pending := self.recap()):
                 # "what would you like me to do?" is no yes/no question: the user says what it asked for again
                 if f"What I need is: {pending}" not in parts:
                     parts.append(f"What I need is: {pending}")
                 continue
-            if (open_ := _OPEN.search(sentence)) and not decisions:
-                clause = sentence[open_.start():]  # the question, not the plan quoted before it
+            if (open_at := _open_question(sentence)) is not None and not decisions:
+                clause = sentence[open_at:]  # the question, not the plan quoted before it
                 facts = [f for f in self.vocab.asked(clause, clause) if f not in given]
                 if facts:
                     given += facts
@@ -314,11 +438,12 @@ class ScriptedUser(User):
                 meant = sorted({r for r in RECORD_ID.findall(sentence) if r.upper() in ids})
                 pending = self.recap()
                 if len(meant) == 1:
-                    parts.append(f"I mean {meant[0]}.")
+                    if f"I mean {meant[0]}." not in parts:
+                        parts.append(f"I mean {meant[0]}.")
                 elif pending and f"What I need is: {pending}" not in parts:
                     parts.append(f"What I need is: {pending}")
                 continue
-            if is_action_confirmation(sentence) and not decisions and _OPTIONS.search(_DICTATED.sub("", sentence)) \
+            if is_action_confirmation(sentence) and not decisions and _OPTIONS.search(_undictated(sentence)) \
                     and (pending := self.recap()):
                 # "pay it in full, or only the 50?": the user says again what it asked for
                 if f"What I need is: {pending}" not in parts:
@@ -327,20 +452,23 @@ class ScriptedUser(User):
             if is_action_confirmation(sentence) and not decisions and not offers_alternative(sentence) \
                     and (pending := self.recap()) and self.unasked_action(sentence):
                 # "Shall I decline them?" when the user asked to withdraw them: not what it asked for
-                parts.append(f"No, that is not what I asked for. What I need is: {pending}")
+                if (no := f"No, that is not what I asked for. What I need is: {pending}") not in parts:
+                    parts.append(no)
                 continue
             if is_action_confirmation(sentence) and not decisions:
-                wrong = self.wrong_fact(agent_text)  # the record and values are often said before the question
+                wrong = message.wrong  # the record and values are often said before the question
                 slipped = self.slipped
-                if offers_alternative(sentence) and says_cannot(agent_text) and not offers_alternative(self.asked_for):
+                if offers_alternative(sentence) and message.cannot and not offers_alternative(self.asked_for):
                     if NO_ALTERNATIVE not in parts:
                         parts.append(NO_ALTERNATIVE)  # something else than what was asked: not wanted
-                elif slipped is not None and self.slip is None and names(agent_text, slipped.said) \
-                        and not names(agent_text, slipped.meant):
+                elif slipped is not None and self.slip is None and message.names(slipped.said) \
+                        and not message.names(slipped.meant):
                     # the wrong id the user gave, proposed again after it was put right
                     parts.append(f"No, that is not right: I meant {slipped.meant}, not {slipped.said}.")
                 elif wrong is not None:
-                    parts.append(f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self._mine(), self._owner())}")
+                    no = f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self._mine(), self._owner())}"
+                    if no not in parts:
+                        parts.append(no)
                 elif "Yes, please go ahead." not in parts:
                     parts.append("Yes, please go ahead.")
                 continue
@@ -367,13 +495,12 @@ class ScriptedUser(User):
                 # "four consultations ... Which one should the prescription go on?" is about a consultation),
                 # else in it ("Which Northgate Athletic fixture do you mean?")
                 # (a record's details: not a new value the user wants set, nor one it has not asked for yet)
-                before = agent_text[: agent_text.find(sentence)] if sentence in agent_text else ""
-                for said in (norm(before), norm(sentence)):
-                    facts = [f for f in self.known if f not in given and not f.endswith(" id")
-                             and not f.startswith("new ") and f not in unsaid
-                             and any(has_phrase(said, n) for n in self.vocab.pairs[f][0])]
-                    if facts:
-                        break
+                candidates = [f for f in self.known if f not in given and not f.endswith(" id")
+                              and not f.startswith("new ") and f not in unsaid]
+                facts = [f for f in candidates if message.named_before(index, self.vocab.pairs[f][0])]
+                if not facts:
+                    said = norm(sentence)
+                    facts = [f for f in candidates if any(has_phrase(said, n) for n in self.vocab.pairs[f][0])]
             if facts:
                 given += facts
                 continue
@@ -400,9 +527,12 @@ class ScriptedUser(User):
 
     def unasked_action(self, sentence: str) -> bool:
         """Whether a confirmation proposes only moves of the domain the user asked for none of ("decline
-        the offers" to a user who asked to withdraw them)."""
+        the offers" to a user who asked to withdraw them); the moves its task's changes make are asked for
+        ("deny the claim" to a user who asked to reject it: see :func:`_action_verbs`)."""
         if self._verbs is None:
-            self._verbs = _action_verbs(self.ctx.spec, self.progress.objectives)
+            # the moves of the task's own changes are what the user wants, whatever word it used for them
+            self._verbs = _action_verbs(self.ctx.spec, self.progress.objectives,
+                                        (c.tool for c in self.ctx.task.gold_chain))
         foreign, asked = self._verbs
         words = {_stem(w) for w in re.findall(r"[a-z]+", sentence.lower())}
         return bool(words & foreign) and not words & asked
@@ -421,6 +551,7 @@ class ScriptedUser(User):
                        or (isinstance(v, int | float) and not isinstance(v, bool) and float(v) in figures))]
         goals = list(self.ctx.task.user_profile.goals)
         asked = " ".join(goals)  # what the user asked for (two goals may share a fact name)
+        asked_numbers = set(_NUMBER.findall(asked))  # the numbers said in it, each as a whole value
         about = {r.upper() for r in RECORD_ID.findall(sentence)}  # the records the confirmation is about
         for f in self.vocab.asked(sentence, sentence):
             v = self.known.get(f)
@@ -451,8 +582,7 @@ class ScriptedUser(User):
                 said = re.findall(r"\d{4}-\d{2}-\d{2}", rest)
             else:
                 continue
-            if said and not any((x in asked) if not x[0].isdigit() or "-" in x else bool(_value_pattern(x).search(asked))
-                                for x in said):
+            if said and not any((x in asked) if not x[0].isdigit() or "-" in x else x in asked_numbers for x in said):
                 return f  # a value of that kind the user neither knows nor asked for
         return None
 
@@ -472,6 +602,12 @@ class ScriptedUser(User):
         self.turns += 1
         if self.turns > self.budget:
             return self._stop("I have to go now.")
+        if len(agent_text) > MESSAGE_LIMIT:
+            # not read: no report, answer or yes in it counts, and it moves nothing along
+            self.idle += 1
+            if self.idle > self.patience:
+                return self._stop("This is not getting anywhere; goodbye.")
+            return TOO_LONG
         from scaleenv.env.judge import asks_to_act, says_cannot
 
         reported = self.progress.reported()
@@ -536,14 +672,26 @@ _TALK_VERBS = frozenset(_stem(w) for w in (
 """Verbs too common in talk to tell one move from another ("shall I go ahead and confirm?")."""
 
 
-def _action_verbs(spec: DomainSpec | None, objectives: list[Any]) -> tuple[set[str], set[str]]:
-    """(the stems of the domain's moves the user asked for none of, the stems of those it asked for): a
+def _action_verbs(spec: DomainSpec | None, objectives: list[Any], wanted: Iterable[str] = ()
+                  ) -> tuple[set[str], set[str]]:
+    """(the stems of the domain's moves the user asked for none of, the stems of those it asked for). A
     lifecycle move's verb ("decline", "retract") is asked for when the user's requests or the words that
-    report them done ("withdrawn", "retracted") say it."""
-    asked = {_stem(w) for o in objectives for text in (o.text, *o.done_words) for w in re.findall(r"[a-z]+", text.lower())}
-    moves = {_stem(str(t.meta["verb"]).split("_")[0]) for t in (spec.tools if spec is not None else [])
-             if t.kind == "write" and t.meta.get("family") == "transition" and t.meta.get("verb")}
+    report them done ("withdrawn", "retracted") say it; and, whatever word the user used for it, when the
+    move is one its task makes (``wanted``: the tools of the task's own changes, "freeze registration" for
+    "pause my enrollment") or one that leaves a record in a state the goals' done words name (the
+    "rejected" of "deny claim" for "reject it", whichever branch of an if-otherwise request holds)."""
+    from scaleenv.env.vocabulary import norm
+
+    said = {_stem(w) for o in objectives for text in (o.text, *o.done_words) for w in re.findall(r"[a-z]+", text.lower())}
+    states = {norm(w) for o in objectives for w in o.done_words}
+    made = set(wanted)
+    transitions = [t for t in (spec.tools if spec is not None else [])
+                   if t.kind == "write" and t.meta.get("family") == "transition" and t.meta.get("verb")]
+    moves = {_stem(str(t.meta["verb"]).split("_")[0]) for t in transitions}
     moves = {m for m in moves if len(m) >= 4 and m not in _TALK_VERBS}
+    chosen = {_stem(str(t.meta["verb"]).split("_")[0]) for t in transitions
+              if t.name in made or (t.meta.get("to") and norm(str(t.meta["to"])) in states)}
+    asked = said | chosen
     return moves - asked, (moves & asked) | {_stem(w) for o in objectives for w in o.done_words if " " not in w}
 
 

@@ -119,6 +119,8 @@ class Vocabulary:
         self.facts = list(facts)
         self.aliases = {f: self._aliases(f) for f in self.facts}
         self.pairs = {f: self._pairs(f) for f in self.facts}
+        self._context: tuple[str, set[str]] | None = None
+        """The last context :meth:`asked` read and the facts whose nouns it names (a message's questions share it)."""
 
     @staticmethod
     def _named_table(spec: DomainSpec, column: str) -> str:
@@ -213,12 +215,19 @@ class Vocabulary:
         s = norm(sentence)
         found = self._asked(s)
         if context and re.search(r"\b(its|their|his|her|it|they|them)\b", s):
-            c = norm(context)
+            named = self._named_in(context)
             for f in self.facts:
-                nouns, cols = self.pairs[f]
-                if f not in found and any(has_phrase(c, n) for n in nouns) and any(has_phrase(s, w) for w in cols):
+                if f not in found and f in named and any(has_phrase(s, w) for w in self.pairs[f][1]):
                     found.append(f)
         return found
+
+    def _named_in(self, context: str) -> set[str]:
+        """The facts whose entity nouns ``context`` names, read once for the questions of one message (the
+        same text object) rather than once per question."""
+        if self._context is None or self._context[0] is not context:
+            c = norm(context)
+            self._context = (context, {f for f in self.facts if any(has_phrase(c, n) for n in self.pairs[f][0])})
+        return self._context[1]
 
     def phrase(self, fact: str, mine: Iterable[str] = (), owner: str = "my") -> str:
         """How the user names its fact: ``my email`` (its own), ``my pet's birth date``, ``the reason``

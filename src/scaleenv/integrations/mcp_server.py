@@ -20,6 +20,10 @@ later call of the evicted session gets a ``session_expired`` error instead of a 
 Tool failures (unknown tool, bad arguments, violated preconditions) are ``isError`` results with the
 runtime's JSON error, never protocol errors.
 
+The work of a request (a domain tool, the simulated user's reply, the reward) runs in a worker thread,
+one request at a time per session, so that a slow call of one session never holds up another session's
+requests (``tools/list`` included): only bookkeeping runs on the event loop.
+
 Built on the low-level ``Server`` so that it works on mcp 2.0 to 2.3.
 """
 
@@ -30,7 +34,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from scaleenv.errors import InputError
 from scaleenv.formats.task import Task
@@ -44,7 +48,9 @@ from scaleenv.integrations.session import (
     TaskSource,
     task_source,
 )
-from scaleenv.tools.output import error_output
+from scaleenv.tools.output import dumps, error_output
+
+_T = TypeVar("_T")
 
 TRANSPORTS = ("stdio", "http")
 RESOURCE_PREFIX = "scaleenv://task/"
@@ -105,6 +111,9 @@ class SessionWorlds:
     An evicted session is remembered (the last ``64 * max_sessions`` of them), so that its next
     request fails with ``session_expired`` rather than getting a fresh world that silently lost its
     writes. With ``require_session`` a request without a session id is refused (``no_session``).
+
+    :meth:`run` does a request's work on a session in a worker thread, one request at a time per session;
+    a session evicted while it works is closed when its last request ends.
     """
 
     def __init__(self, factory: Callable[[], Session], max_sessions: int = 256, *, require_session: bool = False):
@@ -115,6 +124,9 @@ class SessionWorlds:
         self.require_session = require_session
         self._sessions: OrderedDict[str | None, Session] = OrderedDict()
         self._evicted: OrderedDict[str | None, None] = OrderedDict()
+        self._locks: dict[Session, Any] = {}  # anyio.Lock: a session's requests run one at a time
+        self._busy: dict[Session, int] = {}  # requests in flight or waiting, per session
+        self._retired: set[Session] = set()  # evicted while busy: closed when its last request ends
 
     def get(self, key: str | None) -> Session:
         s = self._sessions.get(key)
@@ -130,7 +142,10 @@ class SessionWorlds:
         s = self._sessions[key] = self.factory()
         while len(self._sessions) > self.max_sessions:
             old_key, old = self._sessions.popitem(last=False)
-            old.close()
+            if self._busy.get(old):
+                self._retired.add(old)  # its request is running in a thread: closed when it ends
+            else:
+                self._close(old)
             self._evicted[old_key] = None
             while len(self._evicted) > 64 * self.max_sessions:
                 self._evicted.popitem(last=False)
@@ -138,6 +153,32 @@ class SessionWorlds:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def _close(self, session: Session) -> None:
+        self._locks.pop(session, None)
+        session.close()
+
+    async def run(self, session: Session, work: Callable[[Session], _T]) -> _T:
+        """``work(session)`` in a worker thread (a sandboxed tool, a long message to the simulated user or the
+        reward of a large world never holds up another session's requests), after the session's earlier
+        requests: one at a time per session, in the order they came."""
+        import anyio
+        import anyio.to_thread
+
+        lock = self._locks.get(session)
+        if lock is None:
+            lock = self._locks[session] = anyio.Lock()
+        self._busy[session] = self._busy.get(session, 0) + 1
+        try:
+            async with lock:
+                return await anyio.to_thread.run_sync(work, session)
+        finally:
+            self._busy[session] -= 1
+            if not self._busy[session]:
+                del self._busy[session]
+                if session in self._retired:
+                    self._retired.discard(session)
+                    self._close(session)
 
 
 def tool_list(session: Session, types: ModuleType, *, expose_evaluate: bool = False) -> list[Any]:
@@ -205,8 +246,10 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
         if params.name == EVALUATE_TOOL and expose_evaluate:
             if args:
                 return text(f'{{"error": "invalid_arguments", "message": "{EVALUATE_TOOL} takes no arguments"}}', True)
-            return text(session.reward_text(), structured=session.reward_json())
-        res = session.call(params.name, args if args is not None else {})
+            reward = await worlds.run(session, lambda s: s.reward_json())
+            return text(dumps(reward), structured=reward)
+        name, given = params.name, args if args is not None else {}
+        res = await worlds.run(session, lambda s: s.call(name, given))
         return text(res.output, not res.ok)
 
     resources: dict[str, tuple[str, Callable[[Session], str]]] = {
@@ -232,7 +275,7 @@ def build_mcp_server(source: TaskSource, task: Task, *, user: str | None = "scri
             session = worlds.get(_session_key(ctx))
         except SessionError as e:
             _protocol_error(f"{e.code}: {e.message}")
-        body = resources[key][1](session)
+        body = await worlds.run(session, resources[key][1])
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=uri, text=body, mime_type="application/json" if key == "reward" else "text/plain")])
 
