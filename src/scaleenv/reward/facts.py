@@ -1,60 +1,70 @@
 """Answer facts: values an agent must state to the user for read goals.
 
-Matching is fair to the ways people write values: numbers by value (``$1,234.50``), dates and
-datetimes in the common spoken and written forms (``2026-06-26 10:00``, "June 26, 2026 at 10am",
-"26 June 2026"), enum values with spaces (``no_show`` as "no show"). And it discriminates: a fact
-whose ``rivals`` (the values look-alike records hold) are also asserted is not stated.
+Matching is fair to the ways people write values: numbers by value (``$1,234.50``, "forty-two"), dates
+and datetimes in the common spoken and written forms (``2026-06-26 10:00``, "June 26, 2026 at 10am",
+"10:00 on June 26, 2026", "26 June 2026", ``6/26/2026``: numeric dates with slashes are read in the US
+order, month first, always; only a first number above 12 is read as the day), enum values with spaces
+(``no_show`` as "no show"), a long text value with a slip of the keyboard. And it discriminates:
+
+* a text value is stated only by a near-copy of the whole value, never by a part of it (``e`` does not
+  state "Golden Retriever puppy food");
+* a number or a date is read only where it stands as a token of its own, never out of an id, a date or a
+  time (``PET-0063`` does not state 63, ``2026-05-28`` neither 5 nor 28);
+* a fact whose ``rivals`` (the values look-alike records hold) are also asserted is not stated, and a
+  rival is matched with the same tolerance as the value (a near-copy of it asserts it); where one
+  stretch of text could be either, it is the candidate it is closest to;
+* the agent's last assertion on the attribute wins (:func:`fact_stated_in`);
+* a policy reason (:data:`~scaleenv.formats.task.REFUSAL_FACT`) counts when the agent names the rule's
+  condition as true of this record (:func:`reason_asserted`), not when it recites the rule.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime, time
+from functools import lru_cache
 from typing import Any
 
 from rapidfuzz import fuzz
 
 from scaleenv.formats.task import REFUSAL_FACT, AnswerFact
 from scaleenv.reward.match import normalize_text
+from scaleenv.utils.dates import parse_iso
 
-_NUM = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
-"""A number that stands alone: the digits of an id such as ``O002`` or ``#W1000007`` are not numbers."""
-
-_WORDS = {w: float(i) for i, w in enumerate(
-    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])}
-_NUM_WORD = re.compile(r"\b(" + "|".join(_WORDS) + r")\b", re.IGNORECASE)
+# --------------------------------------------------------------------------------------------- dates
 
 _MONTHS = {m: i + 1 for i, m in enumerate(
     ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
      "november", "december"])}
-_MONTH_RE = r"(?P<mon>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|" \
-            r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-_TIME_RE = r"(?:\s*(?:,|at|@|T)?\s*(?P<h>\d{1,2})(?::(?P<mi>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<ap>[ap]\.?m\.?)?(?![\w:]))?"
+_MONTH_NAME = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|" \
+              r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])\.?"
+_MONTH_RE = r"(?P<mon>" + _MONTH_NAME + ")"
+_CLOCK = r"(?:(?P<h>\d{1,2})(?::(?P<mi>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<ap>[ap]\.?m\b\.?)?(?![\w:])|(?P<word>noon|midnight)\b)"
+"""A time of day: ``10:00``, ``10:00:00``, "10am", "2:30 p.m.", "noon" (a bare hour is no time)."""
+_TIME_RE = r"(?:\s*(?:,|at|@|T)?\s*" + _CLOCK + ")?"
 _DATE_FORMS = [
-    re.compile(r"(?<!\d)(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})" + _TIME_RE, re.IGNORECASE),
-    re.compile(r"\b" + _MONTH_RE + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y>\d{4})" + _TIME_RE, re.IGNORECASE),
-    re.compile(r"(?<!\d)(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r",?\s+(?P<y>\d{4})" + _TIME_RE,
+    # ISO: 2026-06-26, 2026-06-26 10:00, 2026-06-26T10:00:00
+    re.compile(r"(?<![\d-])(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})(?![\d-])" + _TIME_RE, re.IGNORECASE),
+    # June 26, 2026; Jun 26th 2026
+    re.compile(r"\b" + _MONTH_RE + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?,?\s+(?P<y>\d{4})(?!\d)" + _TIME_RE,
                re.IGNORECASE),
+    # 26 June 2026; the 26th of June, 2026
+    re.compile(r"(?<!\d)(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH_RE + r",?\s+(?P<y>\d{4})(?!\d)"
+               + _TIME_RE, re.IGNORECASE),
+    # numeric with slashes, US order: 6/26/2026 is June 26; a first number above 12 can only be a day
+    # (26/6/2026), and 2026/06/26 puts the year first. 05/06/2026 is May 6 (the US reading, always).
+    re.compile(r"(?<![\d/.-])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4})(?![\d/])" + _TIME_RE, re.IGNORECASE),
+    re.compile(r"(?<![\d/.-])(?P<y>\d{4})/(?P<m>\d{1,2})/(?P<d>\d{1,2})(?![\d/])" + _TIME_RE, re.IGNORECASE),
 ]
-_ISO_VALUE = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?$")
-
-
-_SIGNED_MONEY = re.compile(r"(?:[-\u2212]\s*[$\u20ac\u00a3]|[$\u20ac\u00a3]\s*[-\u2212]|\bminus\s+[$\u20ac\u00a3]?)\s*(?=\d)",
-                           re.IGNORECASE)
-"""A negative amount written with its currency ("-$92,143.74", "$-5", "minus $3"): the sign is kept."""
-
-
-def _numbers(text: str) -> list[float]:
-    out = []
-    text = _SIGNED_MONEY.sub("-", text.replace("\u2212", "-"))
-    for tok in _NUM.findall(text):
-        try:
-            out.append(float(tok.replace(",", "")))
-        except ValueError:
-            continue
-    return out
+_TIME_BEFORE = re.compile(r"(?<![\w:.])" + _CLOCK + r"\s*(?:,|on|of)?\s*(?:the\s+)?$", re.IGNORECASE)
+"""A time said just before a date: "10:00 on June 26, 2026", "at 2pm, 2026-06-26"."""
+_YEARLESS = re.compile(r"\b" + _MONTH_NAME + r"\s+\d{1,2}(?:st|nd|rd|th)?\b|(?<![\w.])\d{1,2}(?:st|nd|rd|th)?\s+"
+                       r"(?:of\s+)?(?!may\b)" + _MONTH_NAME, re.IGNORECASE)
+"""A day of a month without its year ("June 5", "5th of June"): a date, not the number 5."""
+_CLOCK_ALONE = re.compile(r"(?<![\w:.])\d{1,2}(?::\d{2}){1,2}(?:\s*[ap]\.?m\b\.?)?|(?<![\w:.])\d{1,2}\s*[ap]\.?m\b\.?",
+                          re.IGNORECASE)
 
 
 def _month(tok: str) -> int:
@@ -62,51 +72,266 @@ def _month(tok: str) -> int:
     return next(n for name, n in _MONTHS.items() if name.startswith(tok[:3]))
 
 
-def stated_datetimes(text: str) -> list[tuple[date, time | None]]:
-    """Every date in ``text`` (ISO, "June 26, 2026", "26 June 2026"), each with the time written
-    right after it, if any (``10:00``, ``10:00:00``, "at 10am", ``T10:00``)."""
-    out: list[tuple[date, time | None]] = []
+def _clock(g: dict[str, str | None]) -> time | None:
+    """The time of day a :data:`_CLOCK` match says (None for a bare hour or an impossible time)."""
+    if g.get("word"):
+        return time(12) if (g["word"] or "").lower() == "noon" else time(0)
+    if g.get("h") is None or (g.get("mi") is None and not g.get("ap")):
+        return None
+    hour = int(g["h"] or 0)
+    ap = (g.get("ap") or "").lower().replace(".", "")
+    if ap and not 1 <= hour <= 12:
+        return None
+    if ap == "pm" and hour < 12:
+        hour += 12
+    elif ap == "am" and hour == 12:
+        hour = 0
+    try:
+        return time(hour, int(g.get("mi") or 0), int(g.get("s") or 0))
+    except ValueError:
+        return None
+
+
+def _day(g: dict[str, str | None]) -> date | None:
+    try:
+        if g.get("a") is not None:  # numeric with slashes: month first, unless the first is no month
+            a, b = int(g["a"] or 0), int(g["b"] or 0)
+            month, day = (a, b) if a <= 12 else (b, a)
+        else:
+            month = int(g["m"] or 0) if g.get("m") else _month(g["mon"] or "")
+            day = int(g["d"] or 0)
+        return date(int(g["y"] or 0), month, day)
+    except (ValueError, StopIteration):
+        return None
+
+
+@lru_cache(maxsize=512)
+def _dates_in(text: str) -> tuple[tuple[int, int, date, time | None], ...]:
+    """(start, end, day, time of day or None) of every date written in ``text``, in text order."""
+    out: list[tuple[int, int, date, time | None]] = []
     for form in _DATE_FORMS:
         for m in form.finditer(text):
             g = m.groupdict()
-            try:
-                month = int(g["m"]) if g.get("m") else _month(g["mon"])
-                day = date(int(g["y"]), month, int(g["d"]))
-            except (ValueError, StopIteration):
+            day = _day(g)
+            if day is None:
                 continue
-            at: time | None = None
-            if g.get("h") is not None and (g.get("mi") is not None or g.get("ap")):
-                hour = int(g["h"])
-                ap = (g.get("ap") or "").lower().replace(".", "")
-                if ap == "pm" and hour < 12:
-                    hour += 12
-                elif ap == "am" and hour == 12:
-                    hour = 0
-                try:
-                    at = time(hour, int(g.get("mi") or 0), int(g.get("s") or 0))
-                except ValueError:
-                    at = None
-            out.append((day, at))
-    return out
+            at, start = _clock(g), m.start()
+            if at is None:
+                before = _TIME_BEFORE.search(text, max(0, start - 40), start)
+                if before is not None and (at := _clock(before.groupdict())) is not None:
+                    start = before.start()
+            out.append((start, m.end(), day, at))
+    return tuple(sorted(out, key=lambda x: (x[0], x[1])))
+
+
+def stated_datetimes(text: str) -> list[tuple[date, time | None]]:
+    """Every date in ``text`` (ISO, "June 26, 2026", "26 June 2026", ``6/26/2026``), each with the time
+    written right after it ("at 10am", ``T10:00``) or right before it ("10:00 on June 26, 2026"), if any."""
+    return [(day, at) for _, _, day, at in _dates_in(text)]
 
 
 def _iso_value(v: Any) -> tuple[date, time | None] | None:
-    if not isinstance(v, str) or not _ISO_VALUE.match(v.strip()):
-        return None
-    s = v.strip().replace(" ", "T")
-    try:
-        if "T" in s:
-            dt = datetime.fromisoformat(s)
-            return dt.date(), dt.time()
-        return date.fromisoformat(s), None
-    except ValueError:
-        return None
+    when = parse_iso(v)
+    if isinstance(when, datetime):
+        return when.date(), when.time()
+    if isinstance(when, date):
+        return when, None
+    return None
+
+
+@lru_cache(maxsize=512)
+def _masked(text: str) -> str:
+    """``text`` with its dates and times blanked out: their digits are no numbers."""
+    spans = [(s, e) for s, e, _, _ in _dates_in(text)]
+    spans += [m.span() for pattern in (_YEARLESS, _CLOCK_ALONE) for m in pattern.finditer(text)]
+    if not spans:
+        return text
+    chars = list(text)
+    for s, e in spans:
+        chars[s:e] = " " * (e - s)
+    return "".join(chars)
+
+
+# ------------------------------------------------------------------------------------------- numbers
+
+_NUM = re.compile(r"(?<![\w.#@/:\\-])(-?)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?!\w*\d)(?!\.\d)(?![/:]\w)(?!-\d)")
+"""A number that stands alone: not the digits of an id (``O002``, ``PET-0063``, ``#W1000007``), of a date
+or a time (``2026-05-28``, ``10:30``), of a version (``1.5.3``) or a range (``5-10``)."""
+
+_SIGNED_MONEY = re.compile(r"(?:[-\u2212]\s*[$\u20ac\u00a3]|[$\u20ac\u00a3]\s*[-\u2212]|\bminus\s+[$\u20ac\u00a3]?)\s*(?=\d)",
+                           re.IGNORECASE)
+"""A negative amount written with its currency ("-$92,143.74", "$-5", "minus $3"): the sign is kept."""
+
+_SMALL = {w: i for i, w in enumerate(
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"])}
+_TENS = {w: 10 * i for i, w in enumerate(
+    ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"], start=2)}
+_SCALES = {"thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
+
+
+def _numbers(text: str) -> list[float]:
+    """The numbers written in digits in ``text`` that stand as tokens of their own."""
+    out = []
+    text = _SIGNED_MONEY.sub("-", _masked(text.replace("\u2212", "-")))
+    for m in _NUM.finditer(text):
+        try:
+            out.append(float(m.group(1) + m.group(2).replace(",", "") + (m.group(3) or "")))
+        except ValueError:
+            continue
+    return out
+
+
+def _number_word_kind(w: str) -> str:
+    if w in _SMALL:
+        return "zero" if w == "zero" else "unit" if _SMALL[w] < 10 else "teen"
+    if w in _TENS:
+        return "tens"
+    if w in _SCALES:
+        return "scale"
+    return w if w in ("hundred", "a", "and") else ""
+
+
+def _follows(kind: str, last: str, nxt: str) -> bool:
+    """Whether a number word of ``kind`` goes on a number whose last word was of kind ``last`` ("" for a
+    new number); ``nxt`` is the word after it ("a" and "and" need a number word next)."""
+    if kind == "zero":
+        return last == ""
+    if kind == "unit":
+        return last in ("", "tens", "hundred", "scale", "and")
+    if kind in ("teen", "tens"):
+        return last in ("", "hundred", "scale", "and")
+    if kind == "hundred":
+        return last in ("unit", "teen", "a")
+    if kind == "scale":
+        return last in ("unit", "teen", "tens", "hundred", "a")
+    if kind == "a":
+        return last == "" and (nxt == "hundred" or nxt in _SCALES)
+    if kind == "and":
+        return last in ("hundred", "scale") and nxt in _SMALL.keys() - {"zero"} | _TENS.keys()
+    return False
+
+
+_COMPLETE = {"zero", "unit", "teen", "tens", "hundred", "scale"}
+
+
+def word_numbers(text: str) -> list[int]:
+    """The whole numbers spelt out in ``text``: "seven", "thirty", "forty-two", "one hundred and five",
+    "a thousand", "two thousand five hundred". Number words that cannot make one number ("one, two",
+    "one two") are several numbers."""
+    t = text.casefold()
+    words = [(m.group(), m.start(), m.end()) for m in re.finditer(r"[a-z]+", t)]
+    out: list[int] = []
+    total = cur = 0
+    last, prev_end = "", 0
+    for i, (w, start, end) in enumerate(words):
+        kind, nxt = _number_word_kind(w), words[i + 1][0] if i + 1 < len(words) else ""
+        joined = last != "" and re.fullmatch(r"[\s-]+", t[prev_end:start]) is not None
+        if not (joined and _follows(kind, last, nxt)):
+            if last in _COMPLETE:
+                out.append(total + cur)
+            total = cur = 0
+            last = ""
+            if not _follows(kind, "", nxt):
+                continue
+        if kind in ("unit", "teen", "zero"):
+            cur += _SMALL[w]
+        elif kind == "tens":
+            cur += _TENS[w]
+        elif kind == "hundred":
+            cur = (cur or 1) * 100
+        elif kind == "scale":
+            total += (cur or 1) * _SCALES[w]
+            cur = 0
+        last, prev_end = kind, end
+    if last in _COMPLETE:
+        out.append(total + cur)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- text
+
+_FUZZY_MIN_CHARS = 12
+"""Text this long or longer may be stated with a slip (a near-copy); shorter text must be exact."""
+_FUZZY_RATIO = 92.0
+"""How near a copy must be (rapidfuzz ``ratio`` of the whole value and a stretch of the text, 0-100)."""
+_EDGE = "\"'([{<*`"
+_TRAIL = ".,;:!?\"')]}>*`"
 
 
 def _spaced(s: str) -> str:
     """Enum spellings folded: ``no_show``, ``no-show`` and "No show" are the same words."""
     return re.sub(r"\s+", " ", re.sub(r"[_\-]+", " ", s)).strip()
 
+
+def _fold(s: str) -> str:
+    """Text as it is compared: case, spacing, underscores and hyphens folded."""
+    return _spaced(normalize_text(s))
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """A stretch of the (folded) text that states a candidate value, and how closely (100: exactly)."""
+
+    start: int
+    end: int
+    score: float
+    rival: bool
+
+    def beats(self, other: _Hit) -> bool:
+        """Whether this stretch takes ``other``'s place: they overlap, and this one is a closer copy, or as
+        close and longer (the value "Rex Junior" holds the rival "Rex")."""
+        if self.end <= other.start or other.end <= self.start:
+            return False
+        if self.score != other.score:
+            return self.score > other.score
+        return self.start <= other.start and self.end >= other.end and self.end - self.start > other.end - other.start
+
+
+def _tokens(hay: str) -> list[tuple[int, int]]:
+    """(start, end) of each word of ``hay``, quotes and trailing punctuation left out."""
+    out = []
+    for m in re.finditer(r"\S+", hay):
+        s, e = m.span()
+        while s < e and hay[s] in _EDGE:
+            s += 1
+        while e > s and hay[e - 1] in _TRAIL:
+            e -= 1
+        if s < e:
+            out.append((s, e))
+    return out
+
+
+def _text_hits(value: str, hay: str, *, fuzzy: bool, rival: bool = False) -> list[_Hit]:
+    """Where the folded text ``hay`` holds the whole of ``value``: exactly as a word or phrase, or (a long
+    value, ``fuzzy``) as a near-copy of a run of words. A stretch of the text that is only part of the
+    value never states it."""
+    needle = _fold(value)
+    if not needle:
+        return []
+    hits = [_Hit(m.start(), m.end(), 100.0, rival)
+            for m in re.finditer(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", hay)]
+    if not fuzzy or len(needle) < _FUZZY_MIN_CHARS:
+        return hits
+    words = _tokens(hay)
+    k = len(needle.split())
+    for n in range(max(1, k - 1), k + 2):
+        for i in range(len(words) - n + 1):
+            s, e = words[i][0], words[i + n - 1][1]
+            size = e - s
+            if 200.0 * min(size, len(needle)) / (size + len(needle)) < _FUZZY_RATIO:
+                continue  # too short or too long to be a near-copy
+            score = fuzz.ratio(needle, hay[s:e], score_cutoff=_FUZZY_RATIO)
+            if score:
+                hits.append(_Hit(s, e, float(score), rival))
+    return hits
+
+
+def _is_text(v: Any) -> bool:
+    return isinstance(v, str) and _iso_value(v) is None
+
+
+# ------------------------------------------------------------------------------------------ values
 
 def value_stated(value: Any, text: str, *, fuzzy: bool = True) -> bool:
     """Whether ``text`` states ``value`` (no rival check): see :func:`fact_stated`."""
@@ -115,8 +340,8 @@ def value_stated(value: Any, text: str, *, fuzzy: bool = True) -> bool:
         v = "yes" if v else "no"
     if isinstance(v, int | float):
         nums = _numbers(text)
-        if float(v).is_integer() and 0 <= v <= 20:
-            nums += [_WORDS[w.lower()] for w in _NUM_WORD.findall(text)]
+        if float(v).is_integer():
+            nums += [float(n) for n in word_numbers(_masked(text))]
         return any(abs(n - float(v)) <= 0.005 + 1e-9 * abs(float(v)) for n in nums)
     when = _iso_value(v)
     if when is not None:
@@ -125,20 +350,51 @@ def value_stated(value: Any, text: str, *, fuzzy: bool = True) -> bool:
             if got_day == day and (at is None or got_at == at or (got_at is None and at == time(0))):
                 return True
         return False
-    needle, hay = normalize_text(str(v)), normalize_text(text)
-    if not needle:
+    if not _fold(str(v)):
         return True
-    if needle in hay and re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", hay):
-        return True
-    spaced_needle, spaced_hay = _spaced(needle), _spaced(hay)
-    if spaced_needle != needle and re.search(r"(?<!\w)" + re.escape(spaced_needle) + r"(?!\w)", spaced_hay):
-        return True
-    return fuzzy and len(needle) >= 12 and fuzz.partial_ratio(needle, hay) >= 92
+    return bool(_text_hits(str(v), _fold(text), fuzzy=fuzzy))
 
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool | str):
+        return abs(float(a) - float(b)) <= 0.005
+    return normalize_text(str(a)) == normalize_text(str(b))
+
+
+def _claims(fact: AnswerFact, text: str, message: str | None = None) -> tuple[bool, bool]:
+    """(value stated, rival asserted) by ``text`` (a part of ``message``, the agent's whole message).
+
+    Text values and rivals are found as stretches of the text with the same tolerance; a stretch that
+    two candidates could fill is the one it copies more closely, so the value "Rex Junior" does not assert
+    its rival "Rex", and a near-copy of a rival is that rival, not a slip for the value."""
+    if fact.name == REFUSAL_FACT and isinstance(fact.value, str):
+        ctx = message if message is not None else text
+        return (reason_asserted(fact.value, text, ctx),
+                any(isinstance(r, str) and not _same(r, fact.value) and reason_asserted(r, text, ctx)
+                    for r in fact.rivals))
+    rivals = [r for r in fact.rivals if not _same(r, fact.value)]
+    hay = _fold(text)
+    hits: list[_Hit] = []
+    has_value = has_rival = False
+    if _is_text(fact.value):
+        hits += _text_hits(str(fact.value), hay, fuzzy=True)
+        has_value = not _fold(str(fact.value))
+    else:
+        has_value = value_stated(fact.value, text)
+    for r in rivals:
+        if _is_text(r):
+            hits += _text_hits(str(r), hay, fuzzy=True, rival=True)
+        elif value_stated(r, text):
+            has_rival = True
+    has_value = has_value or any(not h.rival and not any(o.rival and o.beats(h) for o in hits) for h in hits)
+    has_rival = has_rival or any(h.rival and not any(not o.rival and o.beats(h) for o in hits) for h in hits)
+    return has_value, has_rival
+
+
+# --------------------------------------------------------------------------------------------- reasons
 
 # A policy's reason is said in many ways: "above 150 dollars" is "over $150", "more than 150 USD".
-# Both sides are brought to one wording (a comparison word, a bare number, one unit word) and the
-# reason counts as stated when every one of its words is in the text.
+# Both sides are brought to one wording (a comparison word, a bare number, one unit word).
 _COMPARE = [
     (re.compile(r"\b(?:more than|greater than|larger than|higher than|bigger than|in excess of|exceed(?:s|ing|ed)?|"
                 r"over|above)\b"), " above "),
@@ -154,7 +410,20 @@ _UNITS = [
     (re.compile(r"(\d)[\s-]*(day|week|month|year|hour|minute|share|view|like|hectare)s?\b"), r"\1 \2s "),
 ]
 _NUMBER_TOKEN = re.compile(r"(?<![\w.])(\d[\d,]*)(?:\.(\d+))?(?![\w])")
+_OWN_NUMBER = re.compile(r"^[\"'(\[]*(?:us)?[$\u20ac\u00a3]?-?\d[\d,]*(?:\.\d+)?(?:%|-?[a-z]+)?[.,;:!?)\]\"']*$")
+"""A word with digits that is a number (``$1,500.00``, ``23kg``, ``70%``, ``3-day``), not an id or a code."""
 _FILLER = {"a", "an", "the", "of", "is", "are", "it", "its", "than", "ago", "before", "after", "to", "for", "and"}
+_SLACK = 3
+"""Other words a reason's words may have among them in the text ("within the next 9 months")."""
+_NEGATIONS = {"not", "no", "never", "t"}  # "t": the n't of "isn't"
+_RULE_WORDS = re.compile(r"(?:\b(?:cannot|can ?not|can['\u2019]t|may not|must not|mustn['\u2019]t|not allowed|not permitted|"
+                         r"prohibited|forbidden)|n['\u2019]t (?:allowed|permitted))\b", re.IGNORECASE)
+"""What states a rule rather than a fact ("... cannot be cancelled"): a small fixed list."""
+_CONDITION = re.compile(r"^\W*(?:if|whenever)\b", re.IGNORECASE)
+"""A clause that says when a rule applies, not that it does ("if it is over $150, ...")."""
+_CLAUSE_END = re.compile(r"[,;:]\s+|\s+[-\u2013\u2014]\s+|\s+(?:and|but|so|because|since|as|which|while|though|"
+                         r"although|whereas)\s+", re.IGNORECASE)
+_REASON_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
 def _canon_number(m: re.Match[str]) -> str:
@@ -163,9 +432,11 @@ def _canon_number(m: re.Match[str]) -> str:
 
 
 def reason_words(text: str) -> list[str]:
-    """``text`` in one wording for reasons: comparisons, currencies, percentages and units folded,
-    numbers bare (``$1,500.00`` is ``1500 dollars``), filler words dropped."""
-    t = text.casefold()
+    """``text`` in one wording for reasons, in order: comparisons, currencies, percentages and units
+    folded, numbers bare (``$1,500.00`` is ``1500 dollars``), filler words dropped. The digits of ids,
+    dates and times are no numbers (``ENR-0076`` says nothing of 76)."""
+    t = " ".join(w if not any(c.isdigit() for c in w) or _OWN_NUMBER.match(w) else " "
+                 for w in _masked(text.casefold()).split())
     for pattern, repl in _UNITS:
         t = pattern.sub(repl, t)
     for pattern, repl in _COMPARE:
@@ -174,58 +445,113 @@ def reason_words(text: str) -> list[str]:
     return [w for w in re.findall(r"\d+(?:\.\d+)?|[a-z]+", t) if w not in _FILLER]
 
 
+def _phrase_in(need: list[str], have: list[str]) -> bool:
+    """Whether ``have`` holds every word of ``need`` close together (at most :data:`_SLACK` other words
+    among them), not negated ("not above 150 dollars")."""
+    want = set(need)
+    for i, w in enumerate(have):
+        if w not in want or (i > 0 and have[i - 1] in _NEGATIONS):
+            continue
+        got: set[str] = set()
+        for j in range(i, min(len(have), i + len(need) + _SLACK)):
+            if have[j] in _NEGATIONS:
+                break
+            if have[j] in want:
+                got.add(have[j])
+            if got == want:
+                return True
+    return False
+
+
 def reason_stated(reason: str, text: str) -> bool:
-    """Whether ``text`` gives the policy reason ``reason`` in any common wording: every word of the
-    reason (see :func:`reason_words`) occurs in the text, so "the subtotal is over $150" gives
-    "above 150 dollars"."""
+    """Whether ``text`` gives the policy reason ``reason`` in any common wording: the reason's words
+    (see :func:`reason_words`) close together in one sentence, so "the subtotal is over $150" gives
+    "above 150 dollars", and words scattered over a message give nothing."""
     need = reason_words(reason)
     if not need:
         return True
-    have = set(reason_words(text))
-    return all(w in have for w in need)
+    return any(_phrase_in(need, reason_words(s)) for s in _REASON_SENTENCE_END.split(text) if s.strip())
 
+
+def _clauses(text: str) -> Iterator[str]:
+    for sentence in _REASON_SENTENCE_END.split(text):
+        yield from (c for c in _CLAUSE_END.split(sentence) if c and c.strip())
+
+
+def _quantities(text: str) -> list[tuple[float, str]]:
+    """(number, unit word) of every amount with a unit in ``text`` (``$359.77`` is (359.77, dollars))."""
+    words = reason_words(text)
+    out = []
+    for w, unit in zip(words, words[1:], strict=False):
+        if re.fullmatch(r"\d+(?:\.\d+)?", w) and unit.isalpha():
+            out.append((float(w), unit))
+    return out
+
+
+def _value_meets(reason: str, message: str) -> bool:
+    """Whether ``message`` gives this record's own value for the condition of ``reason``: an amount in
+    the reason's unit on the forbidden side of its threshold (``$359.77`` for "above 150 dollars", "6
+    days" for "less than 14 days"; any amount but the threshold where the reason has no comparison word)."""
+    need = reason_words(reason)
+    at = next((i for i, w in enumerate(need[:-1]) if re.fullmatch(r"\d+(?:\.\d+)?", w) and need[i + 1].isalpha()),
+              None)
+    if at is None:
+        return False
+    limit, unit = float(need[at]), need[at + 1]
+    compare = need[at - 1] if at > 0 and need[at - 1] in ("above", "below", "within") else ""
+    for x, u in _quantities(message):
+        if u != unit or x == limit:  # the threshold itself is the rule's, said by any recital of it
+            continue
+        if (compare == "above" and x > limit) or (compare in ("below", "within") and x < limit) or not compare:
+            return True
+    return False
+
+
+def reason_asserted(reason: str, text: str, message: str | None = None) -> bool:
+    """Whether ``text`` (a sentence of the agent's ``message``) names the policy reason ``reason`` as the
+    rule's condition for this record: the reason (:func:`reason_stated`'s wording) in a clause that says
+    it of the record ("it is over $150", "the visit is less than 14 days away", "it has a pending offer"),
+    not in one that states the rule ("a check above $150 cannot be voided", "orders over $150 may not be
+    cancelled") or when it applies ("if it is over $150, ..."). Reciting the rule counts only when the
+    message also gives this record's own value on the rule's side of the threshold ("... cannot be
+    voided; this one is $359.77")."""
+    need = reason_words(reason)
+    if not need:
+        return True
+    recited = False
+    for clause in _clauses(text):
+        if not _phrase_in(need, reason_words(clause)):
+            continue
+        if not _RULE_WORDS.search(clause) and not _CONDITION.match(clause):
+            return True
+        recited = True
+    return recited and _value_meets(reason, message if message is not None else text)
+
+
+# ------------------------------------------------------------------------------------------- facts
 
 def fact_value_stated(fact: AnswerFact, text: str, *, fuzzy: bool = True) -> bool:
     """Whether ``text`` states ``fact``'s value: :func:`value_stated`, and for a policy reason
-    (:data:`~scaleenv.formats.task.REFUSAL_FACT`) any wording of it (:func:`reason_stated`)."""
-    if value_stated(fact.value, text, fuzzy=fuzzy):
-        return True
-    return fact.name == REFUSAL_FACT and isinstance(fact.value, str) and reason_stated(fact.value, text)
-
-
-def _rival_in(fact: AnswerFact, text: str) -> bool:
-    """Whether ``text`` asserts one of the fact's rivals (a rival reason in any wording, too)."""
-    reason = fact.name == REFUSAL_FACT
-    return any(value_stated(r, text, fuzzy=False) or (reason and isinstance(r, str) and reason_stated(r, text))
-               for r in fact.rivals if not _same(r, fact.value))
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool | str):
-        return abs(float(a) - float(b)) <= 0.005
-    return normalize_text(str(a)) == normalize_text(str(b))
+    (:data:`~scaleenv.formats.task.REFUSAL_FACT`) the rule's condition named for this record
+    (:func:`reason_asserted`)."""
+    if fact.name == REFUSAL_FACT and isinstance(fact.value, str):
+        return reason_asserted(fact.value, text)
+    return value_stated(fact.value, text, fuzzy=fuzzy)
 
 
 def fact_stated(fact: AnswerFact, text: str) -> bool:
     """Whether ``text`` (what the agent told the user) states ``fact``'s value and none of its rivals.
 
-    Numbers match by value (``$1,234.50`` states 1234.5); dates and datetimes by value in the usual
-    written forms; text matches case-insensitively as a whole word or phrase (``no`` is not stated by
-    ``nothing``; ``no_show`` is stated by "no show"), or fuzzily when the value is long enough for a
-    near match to be meaningful. A text that also asserts a rival value (one a look-alike record
-    holds for the same attribute) does not state the fact: listing every candidate's value fails.
+    Numbers match by value (``$1,234.50`` states 1234.5, "forty-two" states 42) where they stand alone
+    (never out of an id, a date or a time); dates and datetimes by value in the usual written forms; text
+    matches case-insensitively as a whole word or phrase (``no`` is not stated by ``nothing``;
+    ``no_show`` is stated by "no show"), or as a near-copy of the whole value when it is long enough for
+    a slip to be meaningful (a part of the value never states it). A text that also asserts a rival value
+    (one a look-alike record holds for the same attribute), or a near-copy of one, does not state the
+    fact: listing every candidate's value fails.
     """
-    if not fact_value_stated(fact, text):
-        return False
-    return not _asserts_rival(fact, text)
-
-
-def _asserts_rival(fact: AnswerFact, text: str) -> bool:
-    rest = text
-    if isinstance(fact.value, str) and _iso_value(fact.value) is None and fact.value.strip():
-        # a rival that is part of the value ("Rex" in "Rex Junior") is not asserted by the value itself
-        rest = re.sub(re.escape(fact.value.strip()), " ", text, flags=re.IGNORECASE)
-    return _rival_in(fact, rest)
+    has_value, has_rival = _claims(fact, text)
+    return has_value and not has_rival
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+|\n+")
@@ -239,11 +565,11 @@ def last_word(fact: AnswerFact, text: str) -> tuple[bool, bool]:
     is judged whole, so pasting every record's value still asserts the rivals."""
     if "{" not in text and len(text) <= _PROSE_LIMIT:
         for sentence in reversed([x for x in _SENTENCE_END.split(text) if x.strip()]):
-            has_value, has_rival = fact_value_stated(fact, sentence), _asserts_rival(fact, sentence)
+            has_value, has_rival = _claims(fact, sentence, text)
             if has_value or has_rival:
                 return has_value, has_rival
         return False, False
-    return fact_value_stated(fact, text), _asserts_rival(fact, text)
+    return _claims(fact, text)
 
 
 def fact_stated_in(fact: AnswerFact, messages: Sequence[str]) -> bool:

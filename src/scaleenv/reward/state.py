@@ -11,6 +11,7 @@ from typing import Any, Protocol
 from scaleenv.formats.task import AnswerFact
 from scaleenv.reward.facts import fact_stated_in
 from scaleenv.reward.match import DEFAULT_THRESHOLD, Matcher, fuzzy_similarity
+from scaleenv.utils.dates import same_iso
 from scaleenv.world.world import World, norm_value
 
 
@@ -51,8 +52,10 @@ def _json_value(v: Any) -> Any:
 
 
 def same_value(want: Any, got: Any, column_type: str = "text") -> bool:
-    """Exact match by value, not by spelling: 1 == 1.0, float round-off (1e-9) is forgiven, and
-    json columns compare parsed documents (key order and whitespace don't matter)."""
+    """Exact match by value, not by spelling: 1 == 1.0, float round-off (1e-9) is forgiven, json
+    columns compare parsed documents (key order and whitespace don't matter), and date and datetime
+    columns compare the day or moment an ISO value means (``2026-06-26 10:00:00`` is
+    ``2026-06-26T10:00:00``; a date is not a datetime at midnight)."""
     if norm_value(want) == norm_value(got):
         return True
     num = (int, float)
@@ -60,6 +63,8 @@ def same_value(want: Any, got: Any, column_type: str = "text") -> bool:
         return bool(math.isclose(want, got, rel_tol=1e-9, abs_tol=1e-9))
     if column_type == "json":
         return bool(_json_value(want) == _json_value(got))
+    if column_type in ("date", "datetime"):
+        return bool(same_iso(want, got))
     return False
 
 

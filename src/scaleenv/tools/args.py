@@ -7,7 +7,8 @@ import math
 from typing import Any, TypeAlias
 
 from scaleenv.errors import ToolError
-from scaleenv.formats.domain import Param, ToolSpec
+from scaleenv.formats.domain import DomainSpec, Param, ToolSpec
+from scaleenv.utils.dates import normal_iso
 
 Scalar: TypeAlias = str | int | float | bool
 """A checked argument value, as SQLite binds it (arrays are bound as JSON text)."""
@@ -89,11 +90,37 @@ def _check_param(p: Param, value: object) -> Scalar:
     return value
 
 
-def validate_arguments(tool: ToolSpec, args: object) -> dict[str, Any]:
+def column_type(spec: DomainSpec, ref: str | None) -> str | None:
+    """The type of the column a parameter carries (``ref``: its ``table.column``), None when unknown."""
+    if not ref:
+        return None
+    table_name, _, column_name = ref.partition(".")
+    table = spec.table(table_name)
+    column = table.column(column_name) if table is not None else None
+    return column.type if column is not None else None
+
+
+def normal_forms(spec: DomainSpec, tool: ToolSpec, bound: dict[str, Any]) -> dict[str, Any]:
+    """``bound`` with each value of a datetime column in the worlds' one normal form: a datetime is valid in
+    either ISO form (``2026-06-26 10:00:00`` or ``2026-06-26T10:00``), and is bound (stored, compared) as
+    ``2026-06-26T10:00:00``, the form the worlds hold and the reward reads (an array's items too)."""
+    for p in tool.parameters:
+        value = bound.get(p.name)
+        if value is None or column_type(spec, p.column) != "datetime":
+            continue
+        if p.type == "string" and isinstance(value, str):
+            bound[p.name] = normal_iso(value)
+        elif p.type == "array" and (p.items or "string") == "string" and isinstance(value, str):
+            bound[p.name] = json.dumps([normal_iso(v) for v in json.loads(value)])
+    return bound
+
+
+def validate_arguments(tool: ToolSpec, args: object, spec: DomainSpec | None = None) -> dict[str, Any]:
     """Check ``args`` (a dict or a JSON object string) and return the bound parameters.
 
     Every declared parameter is present in the result (absent optional ones are ``None``);
-    arrays are bound as JSON text so SQL can read them with ``json_each``.
+    arrays are bound as JSON text so SQL can read them with ``json_each``. With the tool's domain
+    ``spec``, a value of a datetime column is bound in its normal form (:func:`normal_forms`).
     Raises ``ToolError("invalid_arguments", ...)`` naming every problem.
     """
     if isinstance(args, str | bytes):
@@ -131,4 +158,4 @@ def validate_arguments(tool: ToolSpec, args: object) -> dict[str, Any]:
     total = sum(len(v) if isinstance(v, str) else 24 for v in bound.values() if v is not None)
     if total > MAX_ARGUMENT_CHARS:
         raise ToolError("invalid_arguments", f"arguments total {total} characters (at most {MAX_ARGUMENT_CHARS})")
-    return bound
+    return normal_forms(spec, tool, bound) if spec is not None else bound

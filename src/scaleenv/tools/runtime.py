@@ -117,7 +117,7 @@ def _run(world: World, tool: ToolSpec, args: object) -> tuple[JSONValue, str]:
 
 
 def _run_unbounded(world: World, tool: ToolSpec, args: object) -> tuple[JSONValue, str]:
-    params = validate_arguments(tool, args)
+    params = validate_arguments(tool, args, world.spec)
     conn = world.conn
     try:
         for name, g in tool.generated.items():
@@ -218,7 +218,7 @@ def execute_tool(world: World, tool: ToolSpec, args: object) -> ToolResult:
 
 def bind_params(world: World, tool: ToolSpec, args: object) -> dict[str, Any]:
     """Validated arguments plus generated values, exactly as the contracts will see them."""
-    params = validate_arguments(tool, args)
+    params = validate_arguments(tool, args, world.spec)
     for name, g in tool.generated.items():
         params[name] = _generate(world, name, g)
     return params
