@@ -144,8 +144,12 @@ def gold_agent_brain(tasks, malformed_task=None, parallel_first=False):
         opening = next((str(m.get("content")) for m in body["messages"] if m["role"] == "user"), "")
         talking = not opening.startswith("Request from")  # a solo request (nobody answers a question)
         asked = [m.get("content") for m in body["messages"] if m["role"] == "assistant"]
-        if talking and n < len(chain) and chain[n].purpose == "goal" and f"Shall I go ahead with step {n}?" not in asked:
-            return {"role": "assistant", "content": f"Shall I go ahead with step {n}?"}  # the policy: a yes first
+        if talking and n < len(chain) and chain[n].purpose == "goal":
+            args = resolve_args(chain[n], outputs, n)
+            shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
+            proposal = f"Shall I go ahead with step {n}: {chain[n].tool.replace('_', ' ')} ({shown})?"
+            if proposal not in asked:  # the policy: a yes to a proposal naming the change first
+                return {"role": "assistant", "content": proposal}
         if n < len(chain):
             calls = [{"id": f"call_{n}", "type": "function",
                       "function": {"name": chain[n].tool, "arguments": json.dumps(resolve_args(chain[n], outputs, n))}}]

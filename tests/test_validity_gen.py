@@ -279,7 +279,7 @@ def test_needed_tools_name_the_finders_and_correctors_of_the_chain():
 @pytest.mark.parametrize("name", DOMAINS)
 def test_every_new_gate_scores_zero_on_admitted_tasks(name):
     for task in tasks(name):
-        assert set(task.verification.gates) == {"gold", *ZERO_GATES}
+        assert set(task.verification.gates) == {"gold", "gold_conversational", *ZERO_GATES}
         assert task.verification.gates["gold"] == 1.0
         assert all(task.verification.gates[g] == 0.0 for g in ZERO_GATES), (task.id, task.verification.gates)
         ep = _episode(name, task)

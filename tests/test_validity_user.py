@@ -74,10 +74,13 @@ def _replies(loader, task: Task, *, act: bool, right: bool) -> list[str]:
                 break
             obs, *_ = env.step({"role": "assistant", "content": text})
             replies.append(obs[-1]["content"] if obs else "")
-        reward = env.evaluate().score
+        # the work and the answers are right (the writes were made before the user's yes, so the policy's
+        # procedure is not met: that is another test's business, the user cannot see it either)
+        components = env.evaluate().components
     finally:
         env.close()
-    assert reward == (1.0 if act and right else reward)
+    if act and right:
+        assert components["state_match"] == 1.0 and components["answer_facts"] == 1.0
     return replies
 
 
@@ -207,7 +210,11 @@ def test_content_parts_are_heard_and_scored_end_to_end(loader):
                  *({"type": "text", "text": f"The {f.name.replace('_', ' ')} is {spoken(f.value)}."}
                    for f in task.answer_facts)]
         obs, reward, terminated, _, info = env.step({"role": "assistant", "content": parts})
-        assert terminated and info["termination"] == "user_done" and reward == 1.0, env.evaluate().diff
+        components = env.evaluate().components
+        # heard (the user is done) and scored (the answers count; the writes came before any yes, so the
+        # policy's procedure is not met, which this test does not look at)
+        assert terminated and info["termination"] == "user_done", env.evaluate().diff
+        assert components["answer_facts"] == 1.0 and components["state_match"] == 1.0, env.evaluate().diff
     finally:
         env.close()
 
