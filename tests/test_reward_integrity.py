@@ -287,3 +287,35 @@ def test_consent_without_content_covers_no_write(cache, hack):
         assert _text(cache, task, ConsentHack(CONSENT_HACKS[hack]), "binary") == 0.0, task.id
         assert _tool(cache, task, ConsentHack(CONSENT_HACKS[hack]), "binary") == 0.0, task.id
         assert _text(cache, task, OracleAgent(), "binary") == 1.0, task.id
+
+
+def test_a_semantic_text_left_as_it_was_is_no_change_to_a_similar_one(cache):
+    """Seed 4242, email_management/00092: the gold chain changes a signature from "Best regards, David" to
+    "Best regards, Darius"; the two are similar enough for the semantic match, so doing nothing met that
+    write (the partial shape paid the noop 0.125). A cell of a row that was there must be nearer the
+    expected value than the value it had."""
+    from scaleenv.reward.state import compute_reward
+
+    spec = next(s for s in (cache.spec(d) for d in DOMAINS)
+                if any(c.match == "semantic" and c.type == "text" for t in s.tables for c in t.columns))
+    table, col = next((t, c) for t in spec.tables for c in t.columns if c.match == "semantic" and c.type == "text")
+    task = next(t for t in cache.tasks() if t.domain == spec.name)
+    ep = cache.acquire(task)
+    try:
+        before = ep.initial_world()
+        row = next(r for r in before.rows(table.name) if isinstance(r.get(col.name), str) and len(r[col.name]) >= 12)
+        key, old = row[table.primary_key], row[col.name]
+        new = old[:-2] + ("xy" if not old.endswith("xy") else "zw")  # a near copy: over the threshold
+        expected = World.from_snapshot(spec, before.snapshot())
+        final = World.from_snapshot(spec, before.snapshot())
+        q = f'UPDATE "{table.name}" SET "{col.name}" = ? WHERE "{table.primary_key}" = ?'
+        expected.conn.execute(q, (new, key))
+        keys = {table.name: [key]}
+        untouched = compute_reward(final, expected, keys=keys, before=before)
+        assert untouched.success is False and untouched.mismatched == [(table.name, key, "cells")]
+        # without the values before, the old rule: the similar text passed for the change
+        assert compute_reward(final, expected, keys=keys).success is True
+        final.conn.execute(q, (new, key))
+        assert compute_reward(final, expected, keys=keys, before=before).success is True
+    finally:
+        cache.release(task, ep)

@@ -167,6 +167,7 @@ class Episode:
             threshold=self.threshold,
             initial=snapshot_keys(self.spec, self._initial) or self.initial_world(),
             shown=self.shown,
+            before=self.initial_world,
         )
         return with_rules_kept(reward, self.broken) if self._ruled else reward
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -98,12 +98,14 @@ class _Cells:
     """Cell comparison by each column's match policy, with references to created rows followed
     through the pairing of created rows."""
 
-    def __init__(self, final: World, matcher: Matcher, threshold: float):
+    def __init__(self, final: World, matcher: Matcher, threshold: float,
+                 before: World | Callable[[], World] | None = None):
         self.columns = {(t.name, c.name): c for t in final.spec.tables for c in t.columns}
         self.pk = {t.name: t.primary_key for t in final.spec.tables}
         self.fk = _fk_tables(final)
         self.matcher = matcher
         self.threshold = threshold
+        self.before = before
         self.pairs: dict[str, dict[Any, Any]] = {}
         """table -> expected created key -> the final key it is paired with"""
 
@@ -111,8 +113,10 @@ class _Cells:
         spec_col = self.columns.get((table, col))
         return col != self.pk.get(table) and (spec_col is None or spec_col.match != "exempt")
 
-    def mismatch(self, table: str, col: str, want: Any, got: Any) -> str | None:
-        """``None`` when the cell matches, else the diff line's tail."""
+    def mismatch(self, table: str, col: str, want: Any, got: Any, key: Any = None) -> str | None:
+        """``None`` when the cell matches, else the diff line's tail. A semantic cell of a row that was
+        there before (``key`` in ``before``) must also be nearer the expected value than the value it had:
+        "Best regards, David" left as it was is no copy of the expected "Best regards, Darius"."""
         spec_col = self.columns.get((table, col))
         ref = self.fk.get((table, col))
         if ref is not None and ref in self.pairs and want in self.pairs[ref]:
@@ -120,12 +124,24 @@ class _Cells:
         policy = spec_col.match if spec_col is not None else "exact"
         if policy == "semantic" and want is not None and got is not None:
             sim = self.matcher(str(want), str(got))
-            if sim >= self.threshold:
+            if sim >= self.threshold and (str(want) == str(got) or not self._unchanged(table, col, want, got, key, sim)):
                 return None
             return f"expected ~{_fmt(want)}, got {_fmt(got)} (similarity {sim:.2f})"
         if same_value(want, got, spec_col.type if spec_col is not None else "text"):
             return None
         return f"expected {_fmt(want)}, got {_fmt(got)}"
+
+    def _unchanged(self, table: str, col: str, want: Any, got: Any, key: Any, sim: float) -> bool:
+        """Whether ``got`` is at least as near the cell's value before the episode as the expected value."""
+        if self.before is None or key is None:
+            return False
+        if not isinstance(self.before, World):  # opened only when a near copy needs it
+            self.before = self.before()
+        row = self.before.row(table, key)
+        old = None if row is None else row.get(col)
+        if old is None or str(old) == str(want):
+            return False
+        return self.matcher(str(old), str(got)) >= sim
 
     def row_mismatches(self, table: str, want: Mapping[str, Any], got: Mapping[str, Any]) -> list[tuple[str, str]]:
         return [(col, why) for col, w in want.items() if self.checked(table, col)
@@ -188,6 +204,7 @@ def compute_reward(
     threshold: float = DEFAULT_THRESHOLD,
     initial: RowIndex | None = None,
     shown: Collection[str] | None = None,
+    before: World | Callable[[], World] | None = None,
 ) -> Reward:
     """Score ``final`` against ``expected``.
 
@@ -201,10 +218,15 @@ def compute_reward(
     pairing: two independent inserts made in the other order still match. A created row is one
     whose key is not in ``initial`` (without it: a key that only one of the two worlds holds).
 
+    ``before`` is the initial world with its values, or a function that opens it (called only when a
+    near copy needs it; optional): a ``semantic`` cell of a row it holds
+    matches only when the final value is nearer the expected one than to the value it had, so leaving a
+    text as it was never passes for a change to a similar one.
+
     ``shown`` holds the record ids the agent's successful calls showed it: a fact with ``seen`` ids
     counts only when one of them is among them (``None``: not tracked, nothing is checked).
     """
-    cells = _Cells(final, matcher, threshold)
+    cells = _Cells(final, matcher, threshold, before)
     diff: list[str] = []
     bad_rows: list[tuple[str, Any, str]] = []
     rows_bad = 0
@@ -245,7 +267,7 @@ def compute_reward(
                 diff.append(f"{where}: expected row is missing")
                 continue
             bad = [(c, why) for c, (w, g) in ch.columns.items() if cells.checked(table, c)
-                   and (why := cells.mismatch(table, c, w, g)) is not None]
+                   and (why := cells.mismatch(table, c, w, g, ch.key)) is not None]
             cells_bad += len(bad)
             rows_bad += bool(bad)
             if bad:
