@@ -319,3 +319,40 @@ def test_a_semantic_text_left_as_it_was_is_no_change_to_a_similar_one(cache):
         assert compute_reward(final, expected, keys=keys, before=before).success is True
     finally:
         cache.release(task, ep)
+
+
+def test_a_change_passing_only_ids_is_named_by_any_word_that_says_its_move(cache):
+    """Play round 41 (seed 2718): "discard draft DRF-0042" for ``throw_away_draft`` and "postpone" for
+    ``delay_match`` (the user's own words, the states the moves lead to) were not taken as naming the change;
+    a look-up or another record's id still names none."""
+    from scaleenv.reward.procedure import names_change
+
+    found = 0
+    for domain in DOMAINS:
+        spec = cache.spec(domain)
+        for tool in spec.tools:
+            to = tool.meta.get("to")
+            ids = [p.name for p in tool.parameters]
+            if tool.kind != "write" or not isinstance(to, str) or len(ids) != 1 or to[:5] in tool.name:
+                continue
+            found += 1
+            args = {ids[0]: "REC-0001"}
+            assert names_change(f"Shall I make REC-0001 {to}?", tool.name, args, spec), (tool.name, to)
+            assert names_change(f"It will be {to}. Shall I go ahead?", tool.name, args, spec)  # by the action alone
+            assert not names_change("Shall I look up REC-0001 for you?", tool.name, args, spec)
+            assert not names_change(f"Shall I make REC-0002 {to}?", tool.name, args, spec)
+            assert not names_change("Shall I go ahead?", tool.name, args, spec)
+    assert found
+
+
+def test_a_change_is_named_by_its_new_values_not_by_the_ids_of_its_parents(cache):
+    """Play round 41: "add a new contact to your account: name Diana Fletcher, email ..., group work" names
+    ``create_contact(account_id=ACT-0017, ...)``; the account is the user's own, said as "your account"."""
+    from scaleenv.reward.procedure import names_change
+
+    args = {"account_id": "ACT-0017", "full_name": "Diana Fletcher", "email": "audrey.andrade@mail.example.com",
+            "contact_group": "work"}
+    said = ("Shall I add a new contact to your account: name Diana Fletcher, email "
+            "audrey.andrade@mail.example.com, group work?")
+    assert names_change(said, "create_contact", args)
+    assert not names_change(said.replace("group work", "group family"), "create_contact", args)

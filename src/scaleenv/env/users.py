@@ -189,6 +189,10 @@ confirmation of a long task's writes, is under 2,000): a longer one gets :data:`
 as no answer, report or yes."""
 TOO_LONG = "That is too long for me to read; could you put it in a few sentences?"
 """The scripted user's reply to a message over :data:`MESSAGE_LIMIT`."""
+UNKNOWN = "I don't know that, sorry."
+"""The scripted user's answer to a question about something it does not know."""
+NOTHING_ELSE = "No, that's all."
+"""The scripted user's answer to "anything else?" once nothing it asked for is left."""
 NEXT_REQUEST = "There is one more thing."
 """How a user who says its requests one at a time brings up the next one."""
 NO_ALTERNATIVE = "No, thank you; I only want what I asked for."
@@ -511,7 +515,7 @@ class ScriptedUser(User):
                     parts.append("Yes, please go ahead.")
             elif re.search(r"\banything else\b", sentence, re.IGNORECASE):
                 pending = self.recap()
-                parts.append(f"Yes. {pending}" if pending else "No, that's all.")
+                parts.append(f"Yes. {pending}" if pending else NOTHING_ELSE)
             else:
                 unknown = True
         self.revealed.update(f for f in given if f in self.withheld)
@@ -521,9 +525,18 @@ class ScriptedUser(User):
             said = " ".join(self.vocab.statement(f, _fmt(self.known[f]), self._mine(), self._owner()) for f in given)
             parts.insert(len(decisions), said)
         elif unknown and not parts:
-            parts.append("I don't know that, sorry.")
+            parts.append(UNKNOWN)
         verdict = [p for p in parts if p.startswith(("Yes, please go ahead.", "No, that is not right", NO_ALTERNATIVE))]
         return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
+
+    def _answers_to(self, agent_text: str) -> list[str]:
+        """What the user says to the questions of a message that it has an answer to (a fact it knows, a yes or
+        no to a proposed change, the record it means, who it is); none for "anything else?" or what it does not
+        know."""
+        parts, asked = self.answer(agent_text)
+        if not asked:
+            return []
+        return [p for p in parts if p not in (UNKNOWN, NOTHING_ELSE) and not p.startswith(("What I need is", "Yes. "))]
 
     def unasked_action(self, sentence: str) -> bool:
         """Whether a confirmation proposes only moves of the domain the user asked for none of ("decline
@@ -630,13 +643,17 @@ class ScriptedUser(User):
             # the plea alone: a person who presses does not also say yes to the rest in the same breath
             return self.ctx.task.user_profile.pushback
         if self.progress.finished():
-            return self._stop("Thank you, that is everything I needed.")
+            # never end on a question it can answer ("could you give me the e-mail on your account?" after
+            # what read as a report; "may I go ahead with those three?"): answer it, and end on a later message
+            answers = self._answers_to(agent_text)
+            return " ".join(answers) if answers else self._stop("Thank you, that is everything I needed.")
         if self.progress.stated_done() and self.progress.said < len(self.goals):
-            # the requests said so far are dealt with: the user says its next one
+            # the requests said so far are dealt with: the user answers what it was asked, then says its next one
+            answers = self._answers_to(agent_text)
             self.progress.said += 1
             self.idle = 0
             nxt = self.progress.said - 1
-            return f"Thanks. {NEXT_REQUEST} {redact(self._spoken(nxt, self.goals[nxt]), self._hidden())}"
+            return " ".join([*answers, f"Thanks. {NEXT_REQUEST} {redact(self._spoken(nxt, self.goals[nxt]), self._hidden())}"])
         parts, asked = self.answer(agent_text)
         if asked or moved:
             self.idle = 0

@@ -13,8 +13,8 @@ after a record (:func:`is_staff`): there is no customer to verify.
 ``tools``; all write tools when it names none) came after an explicit yes to a proposal that names
 that change: the agent asked a question, the user's next message has a sentence that begins with a
 yes ("Yes", "Sure, go ahead") and none that begins with a no, and the agent's text since the user's
-previous yes or no (the proposal) names the write's record ids and new values, or its action when it
-passes only record ids (:func:`names_change`; "the record and the new values", as the rule says).
+previous yes or no (the proposal) names the write's new values, or what it does when it passes only
+record ids (:func:`names_change`; "the record and the new values", as the rule says).
 So a yes covers exactly the writes it was asked for: "Shall I go ahead?" naming nothing, a yes to
 "anything else?", or a yes to "shall I look up APT-0012?" covers no write. One itemised proposal
 ("Shall I renew PAT-0050, create ... and lend CPY-0087?") covers each change it lists, until the user
@@ -247,9 +247,11 @@ def _nameable(args: object) -> list[object]:
     return [v for a in (args.values() if isinstance(args, Mapping) else ()) for v in _values(a)]
 
 
-def _action_words(spec: DomainSpec | None, tool: str) -> list[str]:
-    """The words of a write tool's name that say what it does (``cancel`` of ``cancel_appointment``):
-    the name's words less the domain's table nouns and its parameters' words."""
+def _action_words(spec: DomainSpec | None, tool: str, task: Task | None = None) -> list[str]:
+    """The words that say what a write tool does: its name's words less the domain's table nouns and its
+    parameters' words (``cancel`` of ``cancel_appointment``), the move's declared verb and the state it
+    leads to (``delay_match``: "delay", "postponed"), and the words the task's requests use to say that
+    move is done (its objectives' ``done_words`` that share one of those: "discarded", "paused")."""
     nouns: set[str] = set()
     the_tool = spec.tool(tool) if spec is not None else None
     if spec is not None:
@@ -258,7 +260,18 @@ def _action_words(spec: DomainSpec | None, tool: str) -> list[str]:
                 nouns |= {w, w.rstrip("s"), w[:-3] + "y" if w.endswith("ies") else w}
     if the_tool is not None:
         nouns |= {w for p in the_tool.parameters for w in p.name.split("_")}
-    return [w for w in tool.split("_") if len(w) >= 3 and w not in nouns and w.rstrip("s") not in nouns]
+    words = [w for w in tool.split("_") if len(w) >= 3 and w not in nouns and w.rstrip("s") not in nouns]
+    if the_tool is not None:
+        for key in ("verb", "to"):
+            declared = the_tool.meta.get(key)
+            if isinstance(declared, str):
+                words += [w for w in re.split(r"[_\W]+", declared.lower()) if len(w) >= 3 and w not in nouns]
+    if task is not None and words:
+        for o in task.user_profile.objectives:
+            done = [w for d in o.done_words for w in _words(d.lower()) if len(w) >= 3]
+            if any(_says_word(set(done), w) for w in words):
+                words += done
+    return list(dict.fromkeys(words))
 
 
 def _says_word(text_words: set[str], word: str) -> bool:
@@ -268,26 +281,37 @@ def _says_word(text_words: set[str], word: str) -> bool:
     return any(w[:n] == word[:n] and len(w) >= n for w in text_words)
 
 
-def names_change(proposal: str, tool: str, args: object, spec: DomainSpec | None = None) -> bool:
+def names_change(proposal: str, tool: str, args: object, spec: DomainSpec | None = None,
+                 task: Task | None = None) -> bool:
     """Whether ``proposal`` names the change a write makes, as a confirmation rule asks ("tell the
-    user exactly what you are about to do: the record and the new values"): every value it passes
-    (record ids as whole words; numbers, dates and enum values in any written form), and, when it
-    passes no value but record ids (a cancel, a publish), what it does: a word of the tool's name
-    that is not a noun of the domain ("cancel" for ``cancel_appointment``). A write with nothing to
-    name is named by its action alone (and spends the yes: one such change per yes)."""
-    text = _norm(proposal)
+    user exactly what you are about to do: the record and the new values"): every new value it passes
+    (numbers, dates and enum values in any written form; not the record ids, which a careful agent may
+    name as the user knows them, "your pet Rex"), and, when it passes no value but record ids (a cancel,
+    a publish), none of another record's id alone, and what it does in any of the words that say it (:func:`_action_words`: "cancel" for
+    ``cancel_appointment``, "postpone" for ``delay_match``, whose move leads to "postponed", the user's
+    own "discard" for ``throw_away_draft``). A change named by its action alone ("shall I cancel it?")
+    spends the yes: one such change per yes."""
     values = _nameable(args)
-    for v in values:
-        if isinstance(v, str) and _RECORD_ID.match(_norm(v)):
-            if not _has_token(text, _norm(v)):
-                return False
-        elif not value_stated(v, proposal, fuzzy=isinstance(v, str) and len(v) >= 40):
+    new = [v for v in values if not (isinstance(v, str) and _RECORD_ID.match(_norm(v)))]
+    for v in new:
+        if not value_stated(v, proposal, fuzzy=isinstance(v, str) and len(v) >= 40):
             return False
-    if any(not (isinstance(v, str) and _RECORD_ID.match(_norm(v))) for v in values):
-        return True  # a new value named: the change is said
-    action = _action_words(spec, tool)
-    words = set(_words(text))
+    if new:
+        return True  # the new values named: the change is said (the record may be named as the user knows it)
+    text = _norm(proposal)
+    if _RECORD_TOKEN.search(text) and not _ids_named(text, values):
+        return False  # a proposal about other records ("cancel APT-0012" does not cover APT-0013)
+    action = _action_words(spec, tool, task)
+    words = set(_words(text.replace("_", " ")))  # "in_transit" says "transit"
     return not action or any(_says_word(words, w) for w in action)
+
+
+_RECORD_TOKEN = re.compile(r"(?<![\w-])[a-z][a-z0-9]*-\d+(?![\w]|-\w)")
+
+
+def _ids_named(text: str, values: Sequence[object]) -> bool:
+    """Whether normalised ``text`` names one of the record ids among ``values``."""
+    return any(isinstance(v, str) and _RECORD_ID.match(_norm(v)) and _has_token(text, _norm(v)) for v in values)
 
 
 _ASKS_CONSENT = re.compile(
@@ -301,7 +325,8 @@ def _sentences(text: str) -> list[str]:
     return [x for x in re.split(r"(?<=[.!?])\s+|\n+", text) if x.strip()]
 
 
-def _confirmation_met(evs: list[_Event], covered: list[_Event], spec: DomainSpec | None) -> bool:
+def _confirmation_met(evs: list[_Event], covered: list[_Event], spec: DomainSpec | None,
+                      task: Task | None = None) -> bool:
     """Every covered write came after a yes to a question whose proposal names it (:func:`names_change`)."""
     need = {id(e) for e in covered}
     asked = False
@@ -324,10 +349,11 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event], spec: DomainSpec
                 said_since = []
             asked = False
         elif id(ev) in need:
-            if not (proposal and names_change(proposal, ev.tool, ev.args, spec)):
+            if not (proposal and names_change(proposal, ev.tool, ev.args, spec, task)):
                 return False
-            if not _nameable(ev.args):
-                proposal = ""  # a change with nothing of its own to name spends the yes
+            if not _ids_named(_norm(proposal), _nameable(ev.args)) and \
+                    all(isinstance(v, str) and _RECORD_ID.match(_norm(v)) for v in _nameable(ev.args)):
+                proposal = ""  # a change named by its action alone ("shall I cancel it?") spends the yes
     return True
 
 
@@ -348,7 +374,7 @@ def procedure_checks(task: Task, spec: DomainSpec, messages: Sequence[Mapping[st
     if rules:
         scoped = {t for r in rules for t in r.tools}
         covered = [e for e in writes if not scoped or e.tool in scoped]
-        out.append((CONFIRMATION, _confirmation_met(evs, covered, spec)))
+        out.append((CONFIRMATION, _confirmation_met(evs, covered, spec, task)))
     return out
 
 
