@@ -34,7 +34,7 @@ from scaleenv.tools.chain import run_chain
 from scaleenv.universe import Universe
 from scaleenv.world.world import World
 
-DOMAINS = ["pet_care", "stock_trading", "express_logistics", "online_learning"]
+DOMAINS = ["pet_care", "stock_trading", "express_logistics", "social_media_messaging"]
 HACKS = ("noop", "random", "write_all", "read_dump", "spray", "parrot")
 IDENTITY_ASK = "Before I change anything, could you please verify your identity by giving me your details?"
 
@@ -356,3 +356,19 @@ def test_a_change_is_named_by_its_new_values_not_by_the_ids_of_its_parents(cache
             "audrey.andrade@mail.example.com, group work?")
     assert names_change(said, "create_contact", args)
     assert not names_change(said.replace("group work", "group family"), "create_contact", args)
+
+
+def test_a_tool_named_only_by_nouns_of_the_domain_is_named_by_its_name(cache):
+    """Seed 4242: ``request_review`` (tables ``review_requests``) had no word left that says its move, so
+    "Shall I go ahead?" named it; its name's own words say it then."""
+    from scaleenv.reward.procedure import _action_words, names_change
+
+    spec = cache.spec("express_logistics")
+    nouns = [t.name.rstrip("s") for t in spec.tables if "_" not in t.name][:2]
+    tool = spec.tools[0].model_copy(update={"name": "_".join(nouns), "kind": "write", "meta": {}})
+    spec = spec.model_copy(update={"tools": [tool, *spec.tools[1:]]})
+    assert _action_words(spec, tool.name) == nouns
+    args = {p.name: "REC-0001" for p in tool.parameters if p.type == "string"} or {"x_id": "REC-0001"}
+    assert not names_change("Shall I go ahead?", tool.name, args, spec)
+    assert not names_change("Is there anything else I can help you with?", tool.name, args, spec)
+    assert names_change(f"Shall I {nouns[0]} {nouns[1]} REC-0001?", tool.name, args, spec)

@@ -260,7 +260,10 @@ def _action_words(spec: DomainSpec | None, tool: str, task: Task | None = None) 
                 nouns |= {w, w.rstrip("s"), w[:-3] + "y" if w.endswith("ies") else w}
     if the_tool is not None:
         nouns |= {w for p in the_tool.parameters for w in p.name.split("_")}
-    words = [w for w in tool.split("_") if len(w) >= 3 and w not in nouns and w.rstrip("s") not in nouns]
+    named = [w for w in tool.split("_") if len(w) >= 3]
+    words = [w for w in named if w not in nouns and w.rstrip("s") not in nouns]
+    if not words:  # every word of the name is a noun of the domain too ("request_review"): the name says it
+        words = named
     if the_tool is not None:
         for key in ("verb", "to"):
             declared = the_tool.meta.get(key)
