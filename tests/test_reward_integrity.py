@@ -372,3 +372,40 @@ def test_a_tool_named_only_by_nouns_of_the_domain_is_named_by_its_name(cache):
     assert not names_change("Shall I go ahead?", tool.name, args, spec)
     assert not names_change("Is there anything else I can help you with?", tool.name, args, spec)
     assert names_change(f"Shall I {nouns[0]} {nouns[1]} REC-0001?", tool.name, args, spec)
+
+
+def test_a_question_answered_with_facts_is_no_part_of_the_proposal(cache):
+    """Seed 4242: "Before I change anything, could you please verify your identity?" answered with the user's
+    details, then "Shall I go ahead?", named ``change_pet_owner`` by its "change". An answered question is
+    no proposal; the listing before a question answered otherwise still is."""
+    from scaleenv.reward.procedure import CONFIRMATION, procedure_checks
+
+    spec = cache.spec("express_logistics")
+    task = next(t for t in cache.tasks() if t.domain == "express_logistics")
+    tool = next(t.name for t in spec.tools if t.kind == "write" and t.name.startswith("cancel_")
+                and len(t.parameters) == 1)
+    verb = tool.split("_")[0]
+
+    def convo(*said: str) -> list[dict[str, Any]]:
+        msgs: list[dict[str, Any]] = [{"role": "user", "content": "Hi."}]
+        for i, text in enumerate(said):
+            msgs.append({"role": "assistant" if i % 2 == 0 else "user", "content": text})
+        msgs += [{"role": "assistant", "tool_calls": [{"id": "w", "function": {
+            "name": tool, "arguments": json.dumps({spec.tool(tool).parameters[0].name: "REC-0001"})}}]},
+            {"role": "tool", "tool_call_id": "w", "content": json.dumps({"id": "REC-0001"})}]
+        return msgs
+
+    ask = f"Before I {verb} anything, could you please verify your identity by giving me your details?"
+    blind = convo(ask, "My e-mail is a@example.com.", "Shall I go ahead?", "Yes, please go ahead.")
+    assert dict(procedure_checks(task, spec, blind))[CONFIRMATION] is False
+    named = convo(ask, "My e-mail is a@example.com.", f"Shall I {verb} REC-0001?", "Yes, please go ahead.")
+    assert dict(procedure_checks(task, spec, named))[CONFIRMATION] is True
+    listed = convo(f"Here is the plan: {verb} REC-0001. Do you confirm (yes/no)?", "My e-mail is a@example.com.",
+                   "Shall I go ahead with it?", "Yes, please go ahead.")
+    assert dict(procedure_checks(task, spec, listed))[CONFIRMATION] is True
+    # a move's verb in any inflection of its declared state ("lock" for a move to "locked"), never a longer
+    # word that merely begins like it ("address" is no "add")
+    from scaleenv.reward.procedure import _says_word
+
+    assert _says_word({"lock"}, "locked") and _says_word({"cancellation"}, "cancel")
+    assert not _says_word({"address"}, "add") and not _says_word({"settle"}, "set")

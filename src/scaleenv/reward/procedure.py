@@ -33,10 +33,12 @@ where the request is the whole conversation, they are not applied (the gates pla
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from scaleenv.formats.domain import DomainSpec
@@ -247,11 +249,35 @@ def _nameable(args: object) -> list[object]:
     return [v for a in (args.values() if isinstance(args, Mapping) else ()) for v in _values(a)]
 
 
+@functools.cache
+def talk_words() -> frozenset[str]:
+    """Words too common in talk to say which change a proposal is about (``talk_words.txt``)."""
+    text = (Path(__file__).parent / "talk_words.txt").read_text(encoding="utf-8")
+    return frozenset(w for line in text.splitlines() if (w := line.strip().lower()) and not w.startswith("#"))
+
+
+_INFLECTIONS = ("", "s", "es", "ed", "d", "ing", "ting", "ted")
+
+
+def _form_of(word: str, base: str) -> bool:
+    """Whether ``word`` is ``base`` or one of its inflected forms ("changed", "setting"; not "settle")."""
+    stems = (base, base[:-1]) if base.endswith("e") else (base,)
+    return any(word.startswith(st) and word[len(st):] in _INFLECTIONS for st in stems)
+
+
+def _telling(words: list[str]) -> list[str]:
+    """``words`` less the forms of the talk words (:func:`talk_words`)."""
+    common = talk_words()
+    return [w for w in words if not any(_form_of(w, t) for t in common)]
+
+
 def _action_words(spec: DomainSpec | None, tool: str, task: Task | None = None) -> list[str]:
     """The words that say what a write tool does: its name's words less the domain's table nouns and its
-    parameters' words (``cancel`` of ``cancel_appointment``), the move's declared verb and the state it
-    leads to (``delay_match``: "delay", "postponed"), and the words the task's requests use to say that
-    move is done (its objectives' ``done_words`` that share one of those: "discarded", "paused")."""
+    parameters' words (``cancel`` of ``cancel_appointment``; all its name's words when none is left:
+    ``request_review``), the move's declared verb and the state it leads to (``delay_match``: "delay",
+    "postponed"), and the words the task's requests use to say that move is done (its objectives'
+    ``done_words`` that share one of those, less the words of ordinary talk, :func:`talk_words`:
+    "discarded", "paused"; not "changed" or "now")."""
     nouns: set[str] = set()
     the_tool = spec.tool(tool) if spec is not None else None
     if spec is not None:
@@ -262,16 +288,16 @@ def _action_words(spec: DomainSpec | None, tool: str, task: Task | None = None) 
         nouns |= {w for p in the_tool.parameters for w in p.name.split("_")}
     named = [w for w in tool.split("_") if len(w) >= 3]
     words = [w for w in named if w not in nouns and w.rstrip("s") not in nouns]
-    if not words:  # every word of the name is a noun of the domain too ("request_review"): the name says it
-        words = named
     if the_tool is not None:
         for key in ("verb", "to"):
             declared = the_tool.meta.get(key)
             if isinstance(declared, str):
                 words += [w for w in re.split(r"[_\W]+", declared.lower()) if len(w) >= 3 and w not in nouns]
-    if task is not None and words:
+    if not words:  # the name says it, nouns included ("request_review")
+        words = named
+    if task is not None:
         for o in task.user_profile.objectives:
-            done = [w for d in o.done_words for w in _words(d.lower()) if len(w) >= 3]
+            done = _telling([w for d in o.done_words for w in _words(d.lower()) if len(w) >= 3])
             if any(_says_word(set(done), w) for w in words):
                 words += done
     return list(dict.fromkeys(words))
@@ -279,9 +305,10 @@ def _action_words(spec: DomainSpec | None, tool: str, task: Task | None = None) 
 
 def _says_word(text_words: set[str], word: str) -> bool:
     """Whether one of ``text_words`` is ``word`` in some form ("cancelled", "cancellation" for
-    ``cancel``): the same first five letters (the whole word when it is shorter)."""
-    n = min(5, len(word))
-    return any(w[:n] == word[:n] and len(w) >= n for w in text_words)
+    ``cancel``; "lock" for ``locked``; not "address" for ``add``): the same first five letters when both
+    have five or more, or one an inflected form of the other."""
+    return any((len(w) >= 5 and len(word) >= 5 and w[:5] == word[:5]) or _form_of(w, word) or _form_of(word, w)
+               for w in text_words)
 
 
 def names_change(proposal: str, tool: str, args: object, spec: DomainSpec | None = None,
@@ -324,6 +351,11 @@ _ASKS_CONSENT = re.compile(
 """A request for the user's go-ahead said without a question mark ("please confirm ... (yes/no).")."""
 
 
+def _asks(text: str) -> bool:
+    """Whether ``text`` asks the user something (a question mark, or a go-ahead asked for in words)."""
+    return "?" in text or bool(_ASKS_CONSENT.search(text))
+
+
 def _sentences(text: str) -> list[str]:
     return [x for x in re.split(r"(?<=[.!?])\s+|\n+", text) if x.strip()]
 
@@ -337,7 +369,7 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event], spec: DomainSpec
     said_since: list[str] = []  # the agent's text since the user last said yes or no
     for ev in evs:
         if ev.kind == "agent":
-            asked = asked or "?" in ev.text or bool(_ASKS_CONSENT.search(ev.text))
+            asked = asked or _asks(ev.text)
             said_since.append(ev.text)
         elif ev.kind == "user":
             if asked:  # any answer to a question settles the standing yes: a new yes, or none
@@ -346,8 +378,11 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event], spec: DomainSpec
                 proposal = "\n".join(said_since) if yes and not no else ""
                 if yes or no:
                     said_since = []
-                # neither: the user answered something else, and the agent's proposal still stands
-                # (asked again in short, "shall I make these four changes?", it is the same proposal)
+                else:
+                    # the user answered something else: the agent's proposal still stands (asked again in
+                    # short, "shall I make these four changes?", it is the same proposal), but not the
+                    # question just answered ("Before I change anything, could you verify your identity?")
+                    said_since = [x for t in said_since for x in _sentences(t) if not _asks(x)]
             else:
                 said_since = []
             asked = False
