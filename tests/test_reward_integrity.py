@@ -42,7 +42,7 @@ IDENTITY_ASK = "Before I change anything, could you please verify your identity 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> TaskWorldCache:
     out = tmp_path_factory.mktemp("integrity") / "universe"
-    cfg = BuildConfig(out=out, domains=DOMAINS, tasks_per_domain=6, seed=4242)
+    cfg = BuildConfig(out=out, domains=DOMAINS, tasks_per_domain=4, seed=4242)
     prepare_out(cfg)
     run_build(cfg)
     return TaskWorldCache(Universe(out))
@@ -140,7 +140,7 @@ def _tool(cache: TaskWorldCache, task: Any, agent: Agent, shape: str) -> float:
 @pytest.mark.parametrize("shape", REWARD_SHAPES)
 def test_every_hack_scores_zero_and_the_oracle_one_in_every_shape_on_both_channels(cache, shape):
     tasks = cache.tasks()
-    assert len(tasks) >= 20
+    assert len(tasks) >= 16
     scored: list[str] = []
     for task in tasks:
         assert _text(cache, task, OracleAgent(), shape) == pytest.approx(1.0), (task.id, "oracle text")
@@ -253,7 +253,7 @@ def test_check_reports_the_conversational_oracle(cache):
     from scaleenv.report.counts import check_universe
 
     result = check_universe(cache.root)
-    assert result["gold_conversational_pass"] == result["tasks"] == result["gold_pass"] >= 20
+    assert result["gold_conversational_pass"] == result["tasks"] == result["gold_pass"] >= 16
     assert result["failures"] == []
 
 
