@@ -26,7 +26,7 @@ def test_environment_plays_gold():
     from scaleenv.integrations.openenv import ScaleEnvOpenEnv
 
     u = small_universe()
-    env = ScaleEnvOpenEnv(u)
+    env = ScaleEnvOpenEnv(u, expose_evaluate=True)
     assert isinstance(env, Environment) and env.SUPPORTS_CONCURRENT_SESSIONS
     for task in tasks(u):
         obs = env.reset(seed=0, task_id=task.id)
@@ -59,7 +59,7 @@ def test_served_over_websocket_sessions():
 
     u = small_universe()
     task = tasks(u)[0]
-    client = TestClient(create_openenv_app(u, max_concurrent_envs=4))
+    client = TestClient(create_openenv_app(u, max_concurrent_envs=4, expose_evaluate=True))
     with client.websocket_connect("/ws") as a, client.websocket_connect("/ws") as b:
         for ws in (a, b):
             ws.send_json({"type": "reset", "data": {"task_id": task.id}})
@@ -84,10 +84,40 @@ def test_reward_shape_passes_through():
     u = small_universe()
     task, calls, want = partial_case(u)
     for shape, expected in (("binary", 0.0), ("partial", want), ("dense", want)):
-        env = ScaleEnvOpenEnv(u, reward_shape=shape, user=None, mode="solo")
+        env = ScaleEnvOpenEnv(u, reward_shape=shape, user=None, mode="solo", expose_evaluate=True)
         env.reset(task_id=task.id)
         for name, args in calls:
             env.step(CallToolAction(tool_name=name, arguments=args))
         end = env.step(CallToolAction(tool_name=EVALUATE_TOOL, arguments={}))
         assert end.done and end.reward == pytest.approx(expected), shape
         assert ("subgoals" in end.result) == (shape != "binary")
+
+
+def test_the_grader_is_not_among_the_agents_tools_and_the_end_is_for_good():
+    """Issue 41: OpenEnv listed ``evaluate`` to the agent (before any action its diff is the answer) and still
+    ran and answered calls after the episode was done."""
+    from scaleenv.integrations.openenv import ScaleEnvOpenEnv
+
+    u = small_universe()
+    task = tasks(u)[0]
+    env = ScaleEnvOpenEnv(u)
+    obs = env.reset(task_id=task.id)
+    assert {t.name for t in obs.tools} == set(task.tools) | {USER_TOOL}
+    peek = env.step(CallToolAction(tool_name=EVALUATE_TOOL, arguments={}))
+    assert peek.error is not None and peek.error.error_type.value == "tool_not_found" and not peek.done
+    assert peek.result is None and peek.reward is None
+    for name, args in careful(u, task):
+        env.step(CallToolAction(tool_name=name, arguments=args))
+    for _ in range(reports_after(u, task)):
+        end = env.step(CallToolAction(tool_name=USER_TOOL, arguments={"message": answer(task)}))
+    assert end.done and end.reward == 1.0
+    after = env.step(CallToolAction(tool_name=task.tools[0], arguments={}))
+    assert after.done and after.error is not None and after.result is None and env.state.step_count > 0
+    # solo: the answer to nobody ends the episode, and the reward comes with it
+    solo = ScaleEnvOpenEnv(u, user=None, mode="solo")
+    solo.reset(task_id=task.id)
+    for name, args in careful(u, task):
+        if name != USER_TOOL:
+            solo.step(CallToolAction(tool_name=name, arguments=args))
+    last = solo.step(CallToolAction(tool_name=USER_TOOL, arguments={"message": answer(task)}))
+    assert last.done and last.reward == 1.0

@@ -1,10 +1,13 @@
 """OpenEnv (``[openenv]``, openenv 0.10): a scaleenv task as an OpenEnv ``Environment``.
 
 Actions are OpenEnv's MCP-style ``ListToolsAction`` and ``CallToolAction``; observations are
-``ListToolsObservation`` and ``CallToolObservation``. The tools are the task's tools, the user
-(``send_message_to_user``) and ``evaluate``. A tool's own failure (bad arguments, a violated
-precondition) is its JSON result, as in MCP; an unknown tool is a ``ToolError``. The episode is done
-when the user ends the conversation or the agent calls ``evaluate``; ``reward`` is set then.
+``ListToolsObservation`` and ``CallToolObservation``. The tools are the task's tools and the user
+(``send_message_to_user``); ``evaluate`` only with ``expose_evaluate=True`` (never for an agent in training:
+before any action the reward's diff is the answer), as with ``scaleenv serve --expose-evaluate``. A tool's
+own failure (bad arguments, a violated precondition) is its JSON result, as in MCP; an unknown tool is a
+``ToolError``. The episode is done when the user ends the conversation, when the agent gives its answer in
+solo mode (its message to the user, whom nobody plays), or when ``evaluate`` is called; ``reward`` is set
+then, and every later call is refused with a ``ToolError`` (nothing runs after the end).
 
 ``reset(task_id=..., universe=...)`` (or ``task_json=...``) picks the task: OpenEnv passes extra
 reset keyword arguments through. Serve many sessions with :func:`create_openenv_app`; state lives
@@ -43,6 +46,7 @@ except ImportError:
 
 from scaleenv.integrations.session import (  # noqa: E402 - after the framework check
     EVALUATE_TOOL,
+    USER_TOOL,
     USER_TOOL_SCHEMA,
     Session,
     session_from_row,
@@ -64,8 +68,9 @@ class ScaleEnvOpenEnv(Environment):
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, universe: str | Path | None = None, *, user: str | None = "scripted",
-                 mode: str | None = None, reward_shape: str | None = None):
+                 mode: str | None = None, reward_shape: str | None = None, expose_evaluate: bool = False):
         super().__init__()
+        self.expose_evaluate = expose_evaluate
         self.universe = str(universe) if universe is not None else None
         self.reward_shape = reward_shape
         self.user = user
@@ -79,8 +84,9 @@ class ScaleEnvOpenEnv(Environment):
                       input_schema=t["function"]["parameters"]) for t in s.tool_schemas(user_tool=False)]
         u = USER_TOOL_SCHEMA["function"]
         tools.append(Tool(name=u["name"], description=u["description"], input_schema=u["parameters"]))
-        tools.append(Tool(name=EVALUATE_TOOL, description="Finish: score the world now (ends the episode).",
-                          input_schema={"type": "object", "properties": {}}))
+        if self.expose_evaluate:
+            tools.append(Tool(name=EVALUATE_TOOL, description="Finish: score the world now (ends the episode).",
+                              input_schema={"type": "object", "properties": {}}))
         return tools
 
     @property
@@ -112,7 +118,10 @@ class ScaleEnvOpenEnv(Environment):
             raise IntegrationError(f"unsupported action {type(action).__name__}; use ListToolsAction or "
                                    "CallToolAction")
         name, args = action.tool_name, dict(action.arguments or {})
-        if name == EVALUATE_TOOL:
+        if self._state.done:  # the end is for good: nothing runs, nothing is answered
+            err = ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message="the episode is over; reset() first")
+            return CallToolObservation(tool_name=name, result=None, error=err, done=True, reward=None)
+        if name == EVALUATE_TOOL and self.expose_evaluate:
             self._state.done = True
             return self._observe(name, s.reward_json())
         if name not in s.tool_names:
@@ -121,7 +130,7 @@ class ScaleEnvOpenEnv(Environment):
                                        reward=None)
         res = s.call(name, args)
         self._state.state_hash = s.episode.state_hash()
-        if s.done:
+        if s.done or (name == USER_TOOL and s.user is None and res.ok):  # the user left, or the solo answer
             self._state.done = True
         return self._observe(name, res.output, ok=res.ok)
 
@@ -141,7 +150,9 @@ class ScaleEnvOpenEnv(Environment):
             self._session = None
 
 
-def create_openenv_app(universe: str | Path | None = None, *, max_concurrent_envs: int = 64) -> FastAPI:
-    """An OpenEnv FastAPI app serving scaleenv episodes (one per ``/ws`` session)."""
-    return create_app(lambda: ScaleEnvOpenEnv(universe), CallToolAction, CallToolObservation, env_name="scaleenv",
+def create_openenv_app(universe: str | Path | None = None, *, max_concurrent_envs: int = 64,
+                       expose_evaluate: bool = False) -> FastAPI:
+    """An OpenEnv FastAPI app serving scaleenv episodes (one per ``/ws`` session); ``evaluate`` among the
+    tools only with ``expose_evaluate`` (for evaluation harnesses, never for an agent in training)."""
+    return create_app(lambda: ScaleEnvOpenEnv(universe, expose_evaluate=expose_evaluate), CallToolAction, CallToolObservation, env_name="scaleenv",
                       max_concurrent_envs=max_concurrent_envs, state_cls=ScaleEnvOpenEnvState)
