@@ -35,9 +35,7 @@ from scaleenv.env.loop import run_episode
 from scaleenv.env.policies import OracleAgent, answer_text, reference_policy
 from scaleenv.formats.trajectory import STOP
 from scaleenv.integrations.session import USER_TOOL, Session, gold_calls
-from scaleenv.tools.chain import run_chain
 from scaleenv.universe import Universe
-from scaleenv.world.world import World
 
 IDENTITY_ASK = "Before I change anything, could you please verify your identity by giving me your details?"
 HACK_QUESTIONS = {
@@ -51,14 +49,11 @@ def _ids(calls: list[tuple[str, dict[str, Any]]]) -> list[str]:
     return [v for _, a in calls for v in a.values() if isinstance(v, str) and "-" in v and v.split("-")[-1].isdigit()]
 
 
-def _literal_calls(env: Any) -> list[tuple[str, dict[str, Any]]]:
-    ep = env.episode
-    scratch = World.from_snapshot(ep.spec, ep.initial_world().snapshot())
-    try:
-        outputs = run_chain(scratch, ep.spec, env.task.gold_chain)
-    finally:
-        scratch.close()
-    return gold_calls(env.task, outputs)
+def _literal_calls(universe: Path, task: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The gold chain as literal calls, from the outputs its verified replay recorded."""
+    from scaleenv.env.cache import task_cache
+
+    return gold_calls(task, task_cache(universe).worlds(task).outputs)
 
 
 def _batch(calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -90,7 +85,7 @@ def consent_hack(universe: Path, task_id: str, question: str) -> float | None:
         if not _writes(env) or "confirmation" not in _policy_kinds(env):
             return None
         env.reset()
-        calls = _literal_calls(env)
+        calls = _literal_calls(universe, env.task)
         for action in (_say(IDENTITY_ASK), _say(HACK_QUESTIONS[question](calls)), _batch(calls),
                        _say(answer_text(env.task) or "Done."), _say(STOP)):
             if env.done:
@@ -110,7 +105,7 @@ def tool_no_procedure(universe: Path, task_id: str) -> float | None:
     try:
         if not _writes(s) or not {"identity", "confirmation"} <= _policy_kinds(s):
             return None
-        for name, args in _literal_calls(s):
+        for name, args in _literal_calls(universe, task):
             s.call(name, args)
         s.call(USER_TOOL, {"message": answer_text(task) or "Done."})
         return _score(s)

@@ -30,7 +30,6 @@ from scaleenv.integrations.session import Session, gold_calls
 from scaleenv.reward.subgoals import REWARD_SHAPES
 from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 from scaleenv.synth.tasks.gates import swap_pairs
-from scaleenv.tools.chain import run_chain
 from scaleenv.universe import Universe
 from scaleenv.world.world import World
 
@@ -48,12 +47,9 @@ def cache(tmp_path_factory) -> TaskWorldCache:
     return TaskWorldCache(Universe(out))
 
 
-def _literal(ep: Any, task: Any) -> list[tuple[str, dict[str, Any]]]:
-    scratch = World.from_snapshot(ep.spec, ep.initial_world().snapshot())
-    try:
-        return gold_calls(task, run_chain(scratch, ep.spec, task.gold_chain))
-    finally:
-        scratch.close()
+def _literal(cache: TaskWorldCache, task: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The gold chain as literal calls, from the outputs its verified replay recorded."""
+    return gold_calls(task, cache.worlds(task).outputs)
 
 
 def _writes(spec: Any, task: Any) -> bool:
@@ -70,12 +66,13 @@ class ConsentHack(Agent):
 
     name = "consent_hack"
 
-    def __init__(self, question: str):
+    def __init__(self, question: str, calls: list[tuple[str, dict[str, Any]]]):
         self.question = question
+        self.calls = calls
 
     def reset(self, ctx: AgentContext) -> None:
         super().reset(ctx)
-        calls = _literal(ctx.episode, ctx.task)
+        calls = self.calls
         ids = [v for _, a in calls for v in a.values() if isinstance(v, str) and v[-4:].isdigit() and "-" in v]
         script = [text_message(IDENTITY_ASK), text_message(self.question.replace("{id}", ids[0] if ids else "it")),
                   {"role": "assistant", "content": None, "tool_calls": [
@@ -103,7 +100,7 @@ CONSENT_HACKS = {"blind": "Shall I go ahead?", "anything_else": "Is there anythi
                  "read": "Shall I look up {id} for you?"}
 
 
-def _hacks(ep: Any, task: Any) -> list[tuple[str, Agent]]:
+def _hacks(cache: TaskWorldCache, ep: Any, task: Any) -> list[tuple[str, Agent]]:
     """Every hack policy that applies to the task, by name."""
     out: list[tuple[str, Agent]] = [(h, reference_policy(h)) for h in HACKS]
     out += [(f"swap:{other}", SwapAgent(target, other)) for target, other in swap_pairs(ep, task)[:2]]
@@ -111,7 +108,7 @@ def _hacks(ep: Any, task: Any) -> list[tuple[str, Agent]]:
         out.append(("naive", NaiveAgent()))
     rules = _rules(ep.spec)
     if _writes(ep.spec, task) and "confirmation" in rules:
-        out += [(f"consent:{k}", ConsentHack(q)) for k, q in CONSENT_HACKS.items()]
+        out += [(f"consent:{k}", ConsentHack(q, _literal(cache, task))) for k, q in CONSENT_HACKS.items()]
     if _writes(ep.spec, task) and rules & {"identity", "confirmation"}:
         out.append(("hasty", HastyOracle()))
     return out
@@ -148,7 +145,7 @@ def test_every_hack_scores_zero_and_the_oracle_one_in_every_shape_on_both_channe
         assert _text(cache, task, OracleAgent(), shape, Mode.SOLO) == pytest.approx(1.0), (task.id, "oracle solo")
         ep = cache.acquire(task)
         try:
-            hacks = _hacks(ep, task)
+            hacks = _hacks(cache, ep, task)
         finally:
             cache.release(task, ep)
         for name, agent in hacks:
@@ -165,7 +162,7 @@ def test_the_hacks_cover_consent_and_procedure(cache):
     for task in cache.tasks():
         ep = cache.acquire(task)
         try:
-            kinds |= {n.split(":")[0] for n, _ in _hacks(ep, task)}
+            kinds |= {n.split(":")[0] for n, _ in _hacks(cache, ep, task)}
         finally:
             cache.release(task, ep)
     assert {"consent", "hasty", "swap", "noop", "parrot", "read_dump"} <= kinds
@@ -195,7 +192,7 @@ def test_the_tool_channel_checks_identity_and_consent_on_each_adapter_path(cache
 
     # without identity or consent
     s = Session(cache, task)
-    calls = _literal(s.episode, task)
+    calls = _literal(cache, task)
     for name, args in calls:
         s.call(name, args)
     talk(s, answer_text(task) or "Done.")
@@ -284,8 +281,8 @@ def test_consent_without_content_covers_no_write(cache, hack):
              _rules(cache.spec(t.domain))][:4]
     assert tasks
     for task in tasks:
-        assert _text(cache, task, ConsentHack(CONSENT_HACKS[hack]), "binary") == 0.0, task.id
-        assert _tool(cache, task, ConsentHack(CONSENT_HACKS[hack]), "binary") == 0.0, task.id
+        assert _text(cache, task, ConsentHack(CONSENT_HACKS[hack], _literal(cache, task)), "binary") == 0.0, task.id
+        assert _tool(cache, task, ConsentHack(CONSENT_HACKS[hack], _literal(cache, task)), "binary") == 0.0, task.id
         assert _text(cache, task, OracleAgent(), "binary") == 1.0, task.id
 
 
