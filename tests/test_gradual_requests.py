@@ -8,13 +8,12 @@ import random
 
 import pytest
 
+from scaleenv.env.user_prompt import GRADUAL_PROMPT, user_prompt
 from scaleenv.env.users import (
-    GRADUAL_PROMPT,
     NEXT_REQUEST,
     ScriptedUser,
     UserContext,
     turn_budget,
-    user_prompt,
 )
 from scaleenv.formats.trajectory import STOP
 from scaleenv.integrations.session import task_source

@@ -13,7 +13,8 @@ import pytest
 
 from scaleenv.env.cache import build_worlds, make_episode
 from scaleenv.env.judge import says_cannot
-from scaleenv.env.users import ScriptedUser, UserContext, user_prompt
+from scaleenv.env.user_prompt import user_prompt
+from scaleenv.env.users import ScriptedUser, UserContext
 from scaleenv.formats.domain import PolicyRule
 from scaleenv.formats.task import REFUSAL_FACT, Task
 from scaleenv.formats.trajectory import STOP

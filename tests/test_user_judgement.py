@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from scaleenv.env.users import NO_ALTERNATIVE, user_prompt
+from scaleenv.env.user_prompt import user_prompt
+from scaleenv.env.users import NO_ALTERNATIVE
 from scaleenv.env.vocabulary import Vocabulary
 from scaleenv.synth.tasks.instruction import drop_self_introduction
 from synth_helpers import context, family_tasks, scripted_reply

@@ -13,7 +13,8 @@ import pytest
 from scaleenv.env.cache import task_cache
 from scaleenv.env.core import make
 from scaleenv.env.policies import OracleAgent, SwapAgent
-from scaleenv.env.users import SLIP_OPENERS, SLIP_PROMPT, ScriptedUser, UserContext, turn_budget, user_prompt
+from scaleenv.env.user_prompt import SLIP_PROMPT, user_prompt
+from scaleenv.env.users import SLIP_OPENERS, ScriptedUser, UserContext, turn_budget
 from scaleenv.formats.trajectory import STOP
 from scaleenv.integrations.session import task_source
 from scaleenv.integrations.tau2 import tau2_task

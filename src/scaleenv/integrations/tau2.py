@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scaleenv.env.users import slip_instruction
+from scaleenv.env.user_prompt import slip_instruction
 from scaleenv.formats.task import Task
 from scaleenv.integrations.session import (
     IntegrationError,
