@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from scaleenv.env.users import NEXT_REQUEST, ScriptedUser, UserContext
+from scaleenv.env.users import NEXT_REQUEST, NOTHING_ELSE, ScriptedUser, UserContext
 from scaleenv.formats.trajectory import STOP
 from synth_helpers import context, family_tasks
 
@@ -31,10 +31,13 @@ def test_a_question_after_what_reads_as_a_report_is_answered_not_ended():
     user.progress.done = [True] * len(user.progress.done)  # whatever the judge made of the words before it
     reply = asyncio.run(user.reply("Could you give me the e-mail address on your account?"))
     assert STOP not in reply and str(task.user_profile.known[email]) in reply
-    # a proposal of more changes gets its answer too; an offer of anything else ends the chat
+    # a proposal of more changes gets its answer too; so does an offer of anything else (the user never ends
+    # on a question), and the chat ends on the next message that asks nothing
     reply = asyncio.run(user.reply(f"Shall I go ahead with that for {task.user_profile.known[email]}?"))
     assert STOP not in reply and reply.startswith("Yes")
     reply = asyncio.run(user.reply("Is there anything else I can help you with?"))
+    assert reply == NOTHING_ELSE
+    reply = asyncio.run(user.reply("Have a good day."))
     assert STOP in reply
 
 

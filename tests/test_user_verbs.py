@@ -14,7 +14,8 @@ import pytest
 
 from scaleenv.env.core import make, run_sync
 from scaleenv.env.loop import run_episode
-from scaleenv.env.policies import OracleAgent, PolicyManners
+from scaleenv.env.policies import OracleAgent
+from scaleenv.env.styles import PLAIN
 from scaleenv.env.users import _TALK_VERBS, ScriptedUser, UserContext, _stem
 from scaleenv.formats.domain import DomainSpec, ToolSpec
 from scaleenv.formats.task import Objective, Task
@@ -74,7 +75,7 @@ def _reply(task: Task, spec: DomainSpec, text: str) -> str:
 def _proposal(tool: ToolSpec) -> str:
     """What the oracle asks before the call (the tool's own name for the move)."""
     args: dict[str, Any] = {p.name: "REC-0077" for p in tool.parameters[:1]}
-    return f"Shall I go ahead with {PolicyManners._item(tool.name, args)}?"
+    return f"Shall I go ahead with {PLAIN.item_text(tool.name, args)}?"
 
 
 @pytest.fixture(scope="module")

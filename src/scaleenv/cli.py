@@ -256,10 +256,12 @@ def check(
     else:
         zeros = ", ".join(f"{k} {v}" for k, v in result.items() if k.endswith("_zero"))
         typer.echo(f"{result['tasks']} tasks: gold_pass {result['gold_pass']}, "
-                   f"gold_conversational_pass {result['gold_conversational_pass']}, {zeros}, "
+                   f"gold_conversational_pass {result['gold_conversational_pass']}, "
+                   f"gold_styled_pass {result['gold_styled_pass']}, {zeros}, "
                    f"failures {len(result['failures'])}")
         for f in result["failures"][:20]:
-            typer.echo(f"  {f['task']}: {', '.join(f['failed'])}")
+            styles = f" (styles: {', '.join(f['styles_failed'])})" if f.get("styles_failed") else ""
+            typer.echo(f"  {f['task']}: {', '.join(f['failed'])}{styles}")
     if result["failures"]:
         raise typer.Exit(1)
 

@@ -17,9 +17,10 @@ from scaleenv.utils.record_ids import RECORD_ID
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'”’)])\s+|\n+")  # 'description "Old color." Offer ...' too
 _QUESTION_WORDS = re.compile(
-    r"^\s*(what|which|when|where|who|whose|how|could|can|would|will|may|shall|should|do|does|did|is|are|was|"
-    r"have|has)\b|\b(please (provide|give|tell|share|confirm|send|verify|state|spell|let me know)|could you|can you|would you|"
-    r"may i|tell me|let me know|(i|we) (still |also |just |first |now )?need (your|the|its|their|his|her|to know|a few|some|"
+    r"^\s*(what|which|when|where|who|whose|how)\b|"
+    r"^\s*(could|can|would|will|may|shall|should|do|does|did|is|are|was|have|has)\s+(you|your|i|we|it|this|that|"
+    r"these|those|there|they|he|she|the|my|our|any)\b|\b(please (provide|give|tell|share|confirm|send|verify|state|spell|let me know)|could you|can you|would you|"
+    r"may i|tell me|let me know(?! if\b| when\b| whether\b)|(i|we) (still |also |just |first |now )?need (your|the|its|their|his|her|to know|a few|some|"
     r"more)|i('ll| will) need)\b", re.IGNORECASE)
 _CONFIRM = re.compile(
     r"\b(shall i|should i|do you want me to|would you like me to|want me to|can you confirm|could you confirm|"
@@ -35,7 +36,10 @@ _DONE = re.compile(
     r"deposited|withdrawn|transferred|refunded|voided)\b", re.IGNORECASE)
 _FAIL = re.compile(
     r"\b(could not|couldn't|cannot|can't|can not|unable|failed|fails|not possible|wasn't able|was not able|"
-    r"weren't able|error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
+    r"weren't able|(?:am|'m|are|is) not able|isn't something i can|is not something i can|no can do|"
+    r"against (?:our |the |company )?polic(?:y|ies)|none of (?:the|them|these|those|your)|no changes?(?: \w+)? made|"
+    r"nothing (?:was|has been|got) |(?:updated|changed|cancell?ed|made) neither|"
+    r"(?:an? |the )?error (?:occurred|happened|came back)|(?:got|returned|gave) an error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
     r"no longer possible|impossible|refused|rejected the request|was not|were not|forbids?|forbidden|not permitted|"
     r"(?:does|do|did) not (?:allow|permit)|(?:doesn't|don't|didn't) (?:allow|permit))\b",
     re.IGNORECASE)
@@ -89,8 +93,24 @@ def _reported(sentence: str) -> str:
     return _NOT_A_REPORT.sub(lambda m: m.group(0).split()[0] + " …", _STATE_LABEL.sub("(…)", sentence))
 
 
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text or "") if s and s.strip()]
+_EDGES = " \t*_`#>"
+"""Markdown around a sentence ("**Shall I go ahead?**", "> quoted", "### Done"): no part of what it says."""
+
+
+def sentences(text: str, keep: Iterable[str] = ()) -> list[str]:
+    """The sentences of ``text``; a stop inside one of the texts ``keep`` holds (a value the reader knows,
+    such as the body of a message it dictated: "Fix the sink. Then call me.") ends no sentence."""
+    text = text or ""
+    held = [(m.start(), m.end()) for k in keep if k and k in text for m in re.finditer(re.escape(k), text)]
+    out: list[str] = []
+    start = 0
+    for m in _SENTENCE.finditer(text):
+        if any(a < m.start() < b for a, b in held):
+            continue
+        out.append(text[start:m.start()])
+        start = m.end()
+    out.append(text[start:])
+    return [x for s in out if (x := s.strip().strip(_EDGES).strip())]
 
 
 def is_question(sentence: str) -> bool:
@@ -114,14 +134,16 @@ _ACTION_CONFIRM = re.compile(
 
 def is_action_confirmation(sentence: str) -> bool:
     """A yes/no check before the agent acts ("Shall I go ahead and cancel ...?"), as opposed to a
-    request to confirm a fact ("Can you confirm your e-mail?")."""
-    return bool(_ACTION_CONFIRM.search(sentence))
+    request to confirm a fact ("Can you confirm your e-mail?") or a question of which record to act on
+    ("which order should I cancel?")."""
+    return bool(_ACTION_CONFIRM.search(sentence)) and not asks_which(sentence)
 
 
 _ALTERNATIVE = re.compile(r"\b(instead|alternatively|rather than|in its place|as an alternative)\b",
                           re.IGNORECASE)
-_WHICH = re.compile(r"\bwhich (one|ones|of (these|those|them|the|your))\b|\b(do|did) you mean\b|"
-                    r"\bare you referring to\b", re.IGNORECASE)
+_WHICH = re.compile(r"\bwhich (one|ones|of (these|those|them|the|your))\b|\b(do|did|u) (you |u )?mean\b|"
+                    r"\bare you referring to\b|\bwhich\s+(?:[\w-]+\s+)?(?:should|shall|do|did|would|will)\s+(?:i|we|you)\b|"
+                    r"^\W*(?:is|was) it\b[^?]*\bor\b", re.IGNORECASE)
 _WHICH_WORD = re.compile(r"\bwhich\b", re.IGNORECASE)
 _IS_IT = re.compile(r"\bis (it|the one)\b", re.IGNORECASE)
 """With a "which" before it in the same question: "which of the two is it?", "which booking is the one?"."""
@@ -186,6 +208,9 @@ class Progress:
 
     def __init__(self, objectives: list[Objective]):
         self.objectives = objectives
+        self.keys = distinctive_keys(objectives)
+        """Per objective, the phrases that report it: its own record ids, subject nouns and done words, less
+        any another objective of the task shares (its keys or its words)."""
         self.done = [False] * len(objectives)
         self.said = len(objectives)
         """How many objectives (the first ones) the user has stated so far: only those can be reported."""
@@ -219,7 +244,7 @@ class Progress:
         the wallet balance is now 0", after the payout was reported)."""
         if _bare(sentence):
             return True
-        about_done = any(d and _mentions(normed, o.subject) for o, d in zip(self.objectives, self.done, strict=False))
+        about_done = any(d and _mentions(normed, k) for k, d in zip(self.keys, self.done, strict=False))
         return len(writes) == 1 and not about_done
 
     def update(self, agent_text: str) -> bool:
@@ -271,12 +296,31 @@ class Progress:
             if _BLANKET.search(sentence):
                 named = writes  # "your request has been completed": every change reported done
             else:
-                named = [i for i in writes if _mentions(s, self.objectives[i].done_words)
-                         or _mentions(s, self.objectives[i].subject)]
+                named = [i for i in writes if _mentions(s, self.keys[i])]
                 if not named and not answered and _DONE.search(sentence) and self._reports_all(sentence, s, writes):
                     named = writes
             for i in named:
                 self.done[i] = True
+
+
+def _own_phrases(o: Objective) -> list[str]:
+    """What could report objective ``o``: the record ids its request names, its subject nouns, its done words."""
+    return [*RECORD_ID.findall(o.text), *o.subject, *o.done_words]
+
+
+def distinctive_keys(objectives: list[Objective]) -> list[list[str]]:
+    """Per objective, the phrases that belong to it alone in this task: each of :func:`_own_phrases` that no
+    other objective has among its own phrases or says in its request. A report of one goal never marks
+    another through a word they share ("account ACC-0035 is now frozen" is no report on the watchlist entry
+    "of my account")."""
+    own = [[p for p in _own_phrases(o) if norm(p)] for o in objectives]
+    words = [" " + " ".join([norm(o.text), *(norm(p) for p in ps)]) + " " for o, ps in zip(objectives, own, strict=True)]
+    out: list[list[str]] = []
+    for i, phrases in enumerate(own):
+        others = [w for j, w in enumerate(words) if j != i]
+        keep = [p for p in phrases if not any(has_phrase(w, norm(p)) for w in others)]
+        out.append(list(dict.fromkeys(keep)))
+    return out
 
 
 _FILLER = frozenset({"all", "now", "ok", "okay", "great", "sure", "it", "it's", "that", "that's", "this", "is", "was",

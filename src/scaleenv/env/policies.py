@@ -32,6 +32,7 @@ from scaleenv.env.agents import (
     text_message,
     tool_call_message,
 )
+from scaleenv.env.styles import PLAIN, STYLES, Style, say_proposal, say_report
 from scaleenv.formats.domain import Param, ToolSpec
 from scaleenv.formats.task import REFUSAL_FACT, Call, Task
 from scaleenv.formats.trajectory import STOP
@@ -64,7 +65,8 @@ class PolicyManners:
     identity rule), and before each write a confirmation rule covers it asks "Shall I go ahead ...?"
     with the call's arguments. ``before`` returns that question once per step, then ``None``."""
 
-    def __init__(self, ctx: AgentContext, chain: list[Any]):
+    def __init__(self, ctx: AgentContext, chain: list[Any], style: Style = PLAIN):
+        self.style = style
         spec = ctx.episode.spec if ctx.episode is not None else None
         policy = spec.policy if spec is not None and ctx.mode == "conversational" else None
         self._asked: set[Any] = set()
@@ -95,26 +97,18 @@ class PolicyManners:
 
         if self._identity and step in self._writes and "identity" not in self._asked:
             self._asked.add("identity")
-            return text_message("Before I change anything, could you please verify your identity by giving me "
-                                "your details?")
+            return text_message(self.style.ask_identity())
         if step in self._confirm and step not in self._asked:
             self._asked.add(step)
-            items = [self._item(tool, args)]
+            items: list[tuple[str, dict[str, Any]]] = [(tool, args)]
             for later, name, later_args in self.upcoming:
-                item = self._item(name, later_args)
-                if later not in self._confirm or later in self._asked or not names_write(item, later_args):
+                if later not in self._confirm or later in self._asked \
+                        or not names_write(PLAIN.item_text(name, later_args), later_args):
                     break
                 self._asked.add(later)
-                items.append(item)
-            if len(items) == 1:
-                return text_message(f"Shall I go ahead with {items[0]}?")
-            return text_message("Shall I go ahead with: " + "; ".join(items) + "?")
+                items.append((name, later_args))
+            return text_message(say_proposal(self.style, items))
         return None
-
-    @staticmethod
-    def _item(tool: str, args: dict[str, Any]) -> str:
-        shown = ", ".join(f"{k} {v}" for k, v in sorted(args.items()))
-        return f"{tool.replace('_', ' ')} ({shown})"
 
 
 _RECORD_ID = re.compile(r"^[A-Za-z][A-Za-z0-9]*-\d+$")
@@ -144,13 +138,17 @@ class OracleAgent(Agent):
 
     name = "oracle"
 
+    def __init__(self, style: str = "plain"):
+        self.style = STYLES[style]
+        """How it speaks (:mod:`scaleenv.env.styles`): what it says is the same in every style."""
+
     def reset(self, ctx: AgentContext) -> None:
         super().reset(ctx)
         self._step = 0
         self._outputs: list[Any] = []
         self._said = False
         self._awaiting: int | None = None
-        self._manners = PolicyManners(ctx, self.chain())
+        self._manners = PolicyManners(ctx, self.chain(), self.style)
         self._waits: dict[int, int] = {}
         self._paced = ctx.mode == "conversational" and ctx.task.user_profile.gradual
         self._slip_asked = False
@@ -180,13 +178,13 @@ class OracleAgent(Agent):
             return None
         if any(names(t, slip.said) for t in said):
             self._slip_asked = True
-            return text_message(f"Before I go on: is {slip.said} the one you mean?")
+            return text_message(self.style.check_slip(slip.said))
         if (args is None or slip.meant in args.values()) \
                 and self._slip_waits < PACE_WAITS * len(self.ctx.task.user_profile.goals):
             self._slip_waits += 1
             task = self.ctx.task
-            return text_message(answer_text(task, [fact_sentence(f.name, f.value) for f in task.answer_facts
-                                                   if f.name != REFUSAL_FACT]))
+            return text_message(say_report(self.style, task, [(f.name, f.value) for f in task.answer_facts
+                                                               if f.name != REFUSAL_FACT]))
         return None
 
     def _take_output(self, messages: list[dict[str, Any]]) -> None:
@@ -235,7 +233,7 @@ class OracleAgent(Agent):
             if self._paced and self._waits.get(self._step, 0) < PACE_WAITS * len(self.ctx.task.user_profile.goals) \
                     and self._requests_to_come(messages) and unnamed_ids(messages, args):
                 self._waits[self._step] = self._waits.get(self._step, 0) + 1
-                return text_message(answer_text(self.ctx.task))  # a report: the user says what comes next
+                return text_message(say_report(self.style, self.ctx.task))  # a report: the user says what comes next
             self._manners.upcoming = self._resolvable(chain, self._step + 1)
             ask = self._manners.before(self._step, call.tool, args)
             if ask is not None:
@@ -249,7 +247,7 @@ class OracleAgent(Agent):
         self._step += 1
         if not self._said:
             self._said = True
-            return text_message(answer_text(self.ctx.task))
+            return text_message(say_report(self.style, self.ctx.task))
         return text_message(STOP)
 
 
@@ -287,6 +285,7 @@ class ReorderedAgent(OracleAgent):
     name = "reordered"
 
     def __init__(self, calls: list[Call] | None = None):
+        super().__init__()
         self._calls = list(calls or [])
 
     def chain(self) -> list[Any]:

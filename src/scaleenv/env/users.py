@@ -218,7 +218,7 @@ class _Message:
     def sentences(self) -> list[str]:
         from scaleenv.env.judge import sentences
 
-        return sentences(self.text)
+        return sentences(self.text, self.user.dictated)
 
     @cached_property
     def wrong(self) -> str | None:
@@ -322,6 +322,8 @@ class ScriptedUser(User):
         self.slipped = profile.slip
         """The slip, kept after it is put right: a change proposed on the wrong id later still gets a no."""
         self._verbs: tuple[set[str], set[str]] | None = None  # (foreign, asked), read once a confirmation needs them
+        self.dictated = [v for v in self.known.values() if isinstance(v, str) and re.search(r"[.!?]\s", v)]
+        """The user's own texts that hold a full stop (a message body it dictates): read as one piece."""
 
     def _role(self) -> str:
         """Who a member of staff says they are, from their persona."""
@@ -625,7 +627,7 @@ class ScriptedUser(User):
             if self.idle > self.patience:
                 return self._stop("This is not getting anywhere; goodbye.")
             return TOO_LONG
-        from scaleenv.env.judge import asks_to_act, says_cannot
+        from scaleenv.env.judge import asks_to_act, questions, says_cannot
 
         reported = self.progress.reported()
         moved = self.progress.update(agent_text)
@@ -647,10 +649,12 @@ class ScriptedUser(User):
             # the plea alone: a person who presses does not also say yes to the rest in the same breath
             return self.ctx.task.user_profile.pushback
         if self.progress.finished():
-            # never end on a question it can answer ("could you give me the e-mail on your account?" after
-            # what read as a report; "may I go ahead with those three?"): answer it, and end on a later message
-            answers = self._answers_to(agent_text)
-            return " ".join(answers) if answers else self._stop("Thank you, that is everything I needed.")
+            # never end on a question ("could you give me the e-mail on your account?" after what read as a
+            # report; "may I go ahead with those three?"; "anything else?"): answer it, end on a later message
+            if questions(agent_text):
+                parts, _ = self.answer(agent_text)
+                return " ".join(p for p in parts if not p.startswith("What I need is")) or NOTHING_ELSE
+            return self._stop("Thank you, that is everything I needed.")
         if self.progress.stated_done() and self.progress.said < len(self.goals):
             # the requests said so far are dealt with: the user answers what it was asked, then says its next one
             answers = self._answers_to(agent_text)

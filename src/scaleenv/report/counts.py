@@ -62,13 +62,16 @@ def check_universe(path: str | Path, seed: int | None = None, reward_shape: str 
     parrot and the distractor swap (counts ``<gate>_zero`` of tasks where it holds: at most 0 under a
     ``partial`` or ``dense`` reward shape)."""
     from scaleenv.env.cache import TaskWorldCache
+    from scaleenv.env.styles import GATE_STYLES
     from scaleenv.errors import UniverseError
     from scaleenv.synth.tasks.gates import ZERO_GATES, run_gates
 
     u = Universe(path)
     seed = u.manifest.get("build", {}).get("seed", 0) if seed is None else seed
     loader = TaskWorldCache(u)
-    counts = {"tasks": 0, "gold_pass": 0, "gold_conversational_pass": 0, **{f"{g}_zero": 0 for g in ZERO_GATES}}
+    counts = {"tasks": 0, "gold_pass": 0, "gold_conversational_pass": 0, "gold_styled_pass": 0,
+              **{f"{g}_zero": 0 for g in ZERO_GATES}}
+    style_failures: Counter[str] = Counter()
     failures: list[dict[str, Any]] = []
     for d in u.domains:
         for task in u.tasks(d):
@@ -78,12 +81,15 @@ def check_universe(path: str | Path, seed: int | None = None, reward_shape: str 
             except UniverseError as e:
                 failures.append({"task": task.id, "failed": ["load"], "reason": str(e)})
                 continue
-            g = run_gates(ep, task, seed, detail=True, reward_shape=reward_shape)
+            g = run_gates(ep, task, seed, detail=True, reward_shape=reward_shape, styles=GATE_STYLES)
             counts["gold_pass"] += "gold_not_1" not in g.failures()
             counts["gold_conversational_pass"] += "gold_conversational_not_1" not in g.failures()
+            counts["gold_styled_pass"] += "gold_styled_not_1" not in g.failures()
+            style_failures.update(g.details.get("styles_failed", []))
             for gate in ZERO_GATES:
                 counts[f"{gate}_zero"] += g.scores[gate] <= 0.0
             if not g.passed:
-                failures.append({"task": task.id, "failed": g.failures(), "scores": g.to_json()})
+                failures.append({"task": task.id, "failed": g.failures(), "scores": g.to_json(),
+                                 **({"styles_failed": g.details["styles_failed"]} if g.details.get("styles_failed") else {})})
             ep.close()
-    return {**counts, "failures": failures}
+    return {**counts, "styles_failed": dict(sorted(style_failures.items())), "failures": failures}

@@ -361,18 +361,24 @@ def _same(a: Any, b: Any) -> bool:
     return normalize_text(str(a)) == normalize_text(str(b))
 
 
-def _claims(fact: AnswerFact, text: str, message: str | None = None) -> tuple[bool, bool]:
+def _claims(fact: AnswerFact, text: str, message: str | None = None, *, nouned: bool = False) -> tuple[bool, bool]:
     """(value stated, rival asserted) by ``text`` (a part of ``message``, the agent's whole message).
 
     Text values and rivals are found as stretches of the text with the same tolerance; a stretch that
     two candidates could fill is the one it copies more closely, so the value "Rex Junior" does not assert
-    its rival "Rex", and a near-copy of a rival is that rival, not a slip for the value."""
+    its rival "Rex", and a near-copy of a rival is that rival, not a slip for the value. A count (``nouned``:
+    the whole message says one of its numbers with the fact's noun) is read only where a number stands with
+    that noun ("2 copies are available; one went out on loan" asserts 2, not 1)."""
     if fact.name == REFUSAL_FACT and isinstance(fact.value, str):
         ctx = message if message is not None else text
         return (reason_asserted(fact.value, text, ctx),
                 any(isinstance(r, str) and not _same(r, fact.value) and reason_asserted(r, text, ctx)
                     for r in fact.rivals))
     rivals = [r for r in fact.rivals if not _same(r, fact.value)]
+    if nouned:
+        said = [n for n, with_noun in _counted(text, _nouns(fact.name)) if with_noun]
+        return (any(_same(n, fact.value) for n in said),
+                any(_same(n, r) for n in said for r in rivals if isinstance(r, int | float) and not isinstance(r, bool)))
     hay = _fold(text)
     hits: list[_Hit] = []
     has_value = has_rival = False
@@ -389,6 +395,67 @@ def _claims(fact: AnswerFact, text: str, message: str | None = None) -> tuple[bo
     has_value = has_value or any(not h.rival and not any(o.rival and o.beats(h) for o in hits) for h in hits)
     has_rival = has_rival or any(h.rival and not any(not o.rival and o.beats(h) for o in hits) for h in hits)
     return has_value, has_rival
+
+
+# ---------------------------------------------------------------------------------------------- counts
+
+_COUNT_LIMIT = 1000
+"""A whole-number fact below this is a count: small numbers come up in talk for other reasons ("one went
+out on loan"), so a count is read with its noun where the message gives it one."""
+_STOP = re.compile(r"(?<=[.!?])\s+|\n+")
+"""Where a count's noun stops being its own: the end of a sentence (a colon joins a label to its number)."""
+_WINDOW = 4
+"""How many words from a number its noun may stand ("2 copies", "unread: 2", "copies available right now: 2")."""
+
+
+@lru_cache(maxsize=1)
+def _generic_name_words() -> frozenset[str]:
+    """Words of a fact's name that name no thing counted ("total", "count", "number", "by"): a data file."""
+    from importlib.resources import files
+
+    text = files("scaleenv.reward").joinpath("count_words.txt").read_text(encoding="utf-8")
+    return frozenset(w for line in text.splitlines() if (w := line.split("#")[0].strip().lower()))
+
+
+def _singular(word: str) -> str:
+    w = word.lower()
+    if w.endswith("ies") and len(w) > 4:
+        return w[:-3] + "y"
+    if w.endswith(("ses", "xes", "ches", "shes")):
+        return w[:-2]
+    return w[:-1] if w.endswith("s") and not w.endswith("ss") and len(w) > 3 else w
+
+
+def _nouns(name: str) -> frozenset[str]:
+    """The words of a fact's name that say what is counted, singular ("available copies" -> copy, available)."""
+    generic = _generic_name_words()
+    return frozenset(_singular(w) for w in re.findall(r"[A-Za-z]+", name) if w.lower() not in generic)
+
+
+def _is_count(fact: AnswerFact) -> bool:
+    v = fact.value
+    return (isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
+            and abs(float(v)) < _COUNT_LIMIT and bool(_nouns(fact.name)))
+
+
+def _counted(text: str, nouns: frozenset[str]) -> list[tuple[float, bool]]:
+    """Each whole number of ``text`` that stands as a token of its own (digits or words: "2", "two",
+    "forty-two"; never out of an id, a date or a time), and whether one of ``nouns`` stands within
+    :data:`_WINDOW` words of it in the same sentence."""
+    out: list[tuple[float, bool]] = []
+    for sentence in _STOP.split(_masked(text)):
+        tokens = sentence.split()
+        words = [[_singular(w) for w in re.findall(r"[A-Za-z]+", t)] for t in tokens]
+        for i, tok in enumerate(tokens):
+            nums = _numbers(tok)
+            if not nums and _number_word_kind(re.sub(r"[^a-z]", "", tok.lower().split("-")[0])):
+                nums = [float(n) for n in word_numbers(tok)]
+            if not nums:
+                continue
+            near = words[max(0, i - _WINDOW): i] + words[i + 1: i + 1 + _WINDOW]
+            with_noun = any(w in nouns for ws in near for w in ws)
+            out += [(n, with_noun) for n in nums]
+    return out
 
 
 # --------------------------------------------------------------------------------------------- reasons
@@ -559,17 +626,21 @@ _PROSE_LIMIT = 1500  # a longer message is a dump of outputs, judged whole (see 
 
 
 def last_word(fact: AnswerFact, text: str) -> tuple[bool, bool]:
-    """(value stated, rival asserted) by the message ``text``'s last word on the fact. In a prose
-    message that is its last sentence that states either ("215.61 still due on the bill ... The total
-    you owe is 862.44" answers 862.44); a dump of outputs (braces, or longer than a message of prose)
-    is judged whole, so pasting every record's value still asserts the rivals."""
-    if "{" not in text and len(text) <= _PROSE_LIMIT:
-        for sentence in reversed([x for x in _SENTENCE_END.split(text) if x.strip()]):
-            has_value, has_rival = _claims(fact, sentence, text)
-            if has_value or has_rival:
-                return has_value, has_rival
-        return False, False
-    return _claims(fact, text)
+    """(value stated, rival asserted) by the message ``text``'s last word on the fact. The whole message is
+    searched (a value may hold a full stop: "7761 Ramos Brook Apt. 287"); where it states both the value and
+    a rival, the last sentence of prose that states either decides ("215.61 still due on the bill ... The
+    total you owe is 862.44" answers 862.44). A dump of outputs (braces, or longer than a message of prose)
+    is judged whole, so pasting every record's value still asserts the rivals. A count the message says with
+    its noun ("2 copies") is judged only where it has that noun."""
+    nouned = _is_count(fact) and any(with_noun for _, with_noun in _counted(text, _nouns(fact.name)))
+    whole = _claims(fact, text, nouned=nouned)
+    if not (whole[0] and whole[1]) or "{" in text or len(text) > _PROSE_LIMIT:
+        return whole
+    for sentence in reversed([x for x in _SENTENCE_END.split(text) if x.strip()]):
+        has_value, has_rival = _claims(fact, sentence, text, nouned=nouned)
+        if has_value or has_rival:
+            return has_value, has_rival
+    return whole
 
 
 def fact_stated_in(fact: AnswerFact, messages: Sequence[str]) -> bool:

@@ -52,11 +52,44 @@ USER_TOOL = "send_message_to_user"
 IDENTITY = "identity_verified"
 CONFIRMATION = "writes_confirmed"
 
-_YES = re.compile(r"^\W*(yes|yeah|yep|yup|sure|correct|confirmed?|i confirm|go ahead|please do|please go ahead|"
-                  r"that'?s (right|correct|fine)|ok(ay)?|absolutely|definitely|do it)\b", re.IGNORECASE)
+@functools.lru_cache(maxsize=1)
+def _yes_no_phrases() -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
+    """(fillers, (phrase, "yes" or "no") longest first) from the data file ``reward/yes_no.txt``."""
+    from importlib.resources import files
+
+    fillers: set[str] = set()
+    phrases: list[tuple[str, str]] = []
+    for line in files("scaleenv.reward").joinpath("yes_no.txt").read_text(encoding="utf-8").splitlines():
+        kind, _, phrase = line.split("#")[0].partition(":")
+        phrase = " ".join(_words(phrase.lower()))
+        if kind.strip() == "filler" and phrase:
+            fillers.add(phrase)
+        elif kind.strip() in ("yes", "no") and phrase:
+            phrases.append((phrase, kind.strip()))
+    # the longer phrase first; of two alike, the no ("definitely not" before "definitely")
+    phrases.sort(key=lambda p: (-len(p[0].split()), p[1] != "no"))
+    return frozenset(fillers), tuple(phrases)
 
 
-_NO = re.compile(r"^\W*(no|nope|don'?t|do not|stop|wait|cancel that)\b", re.IGNORECASE)
+def says(sentence: str) -> str | None:
+    """"yes" or "no" when ``sentence`` begins (after fillers such as "hmm", "well") with a phrase of
+    ``reward/yes_no.txt`` that says it; None otherwise ("I don't know that, sorry.")."""
+    fillers, phrases = _yes_no_phrases()
+    words = _words(sentence.lower())
+    while words and words[0] in fillers:
+        words = words[1:]
+    head = " ".join(words[:4])
+    for phrase, answer in phrases:
+        if head == phrase or head.startswith(phrase + " "):
+            return answer
+    return None
+
+
+def reply_says(reply: str) -> str:
+    """"yes", "no" or "neither": what a user's reply says to a proposal, sentence by sentence (:func:`says`);
+    a no anywhere in it makes it a no."""
+    said = {says(x) for x in _sentences(reply)}
+    return "no" if "no" in said else "yes" if "yes" in said else "neither"
 
 
 @dataclass
@@ -372,11 +405,10 @@ def _confirmation_met(evs: list[_Event], covered: list[_Event], spec: DomainSpec
             asked = asked or _asks(ev.text)
             said_since.append(ev.text)
         elif ev.kind == "user":
-            if asked:  # any answer to a question settles the standing yes: a new yes, or none
-                said = _sentences(ev.text)
-                yes, no = any(_YES.search(x) for x in said), any(_NO.search(x) for x in said)
-                proposal = "\n".join(said_since) if yes and not no else ""
-                if yes or no:
+            if asked:  # a yes or a no settles the standing yes: a new one, or none
+                said = reply_says(ev.text)
+                if said != "neither":
+                    proposal = "\n".join(said_since) if said == "yes" else ""
                     said_since = []
                 else:
                     # the user answered something else: the agent's proposal still stands (asked again in

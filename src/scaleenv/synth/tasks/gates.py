@@ -17,6 +17,7 @@ chain with the first such pair made the other way round, which ends in the same 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +34,14 @@ from scaleenv.env.policies import (
     play,
     reference_policy,
 )
+from scaleenv.env.styles import drawn_style
 from scaleenv.formats.task import Call, Task
 from scaleenv.tools.chain import ChainError, literal_chain, resolve_args, run_chain
 from scaleenv.world.world import World
 
-GOLD_GATES = ("gold", "gold_conversational")
-"""The gates the reference must pass (score 1): solo, and talking to the scripted user."""
+GOLD_GATES = ("gold", "gold_conversational", "gold_styled")
+"""The gates the reference must pass (score 1): solo, talking to the scripted user, and (``gold_styled``,
+the style gate: ``scaleenv check``) talking to it in every other style of :mod:`scaleenv.env.styles`."""
 ZERO_GATES = ("noop", "naive", "strict", "reordered", "parrot", "spray", "random", "hack", "read_dump", "swap")
 RANDOM_DRAWS = 4
 """Independent draws of the random policy per task (each must score 0)."""
@@ -163,11 +166,14 @@ def reordered_calls(ep: Episode, task: Task) -> list[Call]:
 
 
 def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, reward_shape: str = "binary",
-              conversational: bool = True) -> GateResult:
+              conversational: bool = True, styles: Sequence[str] | None = None) -> GateResult:
     """Score the gold chain and every policy that must score 0 (see the module docstring), in
     ``reward_shape`` (``partial``, ``dense``: the hacks must score at most 0); with ``conversational``,
     also the oracle talking to the scripted user (``gold_conversational``, run once the others pass, or
-    always with ``detail``)."""
+    always with ``detail``). With ``styles`` None (the build), that oracle speaks in the task's drawn style
+    (:func:`~scaleenv.env.styles.drawn_style`: every style is played across a build at no extra cost);
+    given ``styles``, it speaks plainly, and ``gold_styled`` is its lowest score in those styles (the style
+    gate; ``details["styles_failed"]`` names the styles that did not score 1)."""
     shape = reward_shape
     rng = random.Random(f"gates:{seed}:{task.id}")
     scores: dict[str, float] = {}
@@ -221,7 +227,12 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
             break  # rejected: the rest need not run
     else:
         if conversational:  # the dearest gate last: the oracle talking to the scripted user
-            scores["gold_conversational"] = converse(ep, task, OracleAgent(), seed, shape)
+            style = "plain" if styles is not None else drawn_style(task.id)
+            scores["gold_conversational"] = converse(ep, task, OracleAgent(style), seed, shape)
+            if styles:
+                styled = {name: converse(ep, task, OracleAgent(name), seed, shape) for name in styles}
+                scores["gold_styled"] = min(styled.values())
+                details["styles_failed"] = sorted(n for n, v in styled.items() if abs(v - 1.0) > 1e-9)
     ep.reset()
     return GateResult(scores, details)
 

@@ -20,6 +20,7 @@ from typing import Any
 from scaleenv.env.cache import make_episode
 from scaleenv.env.episode import Episode
 from scaleenv.env.policies import OracleAgent, SwapAgent
+from scaleenv.env.styles import drawn_style
 from scaleenv.errors import Rejection, ScaleEnvError, ToolError
 from scaleenv.formats.domain import DomainSpec, Table, ToolSpec
 from scaleenv.formats.task import (
@@ -824,7 +825,7 @@ class TaskBuilder:
         if play_policy(episode, task, careless, random.Random(0)).score > 0.0:
             return
         task.user_profile.slip = slip
-        if converse(episode, task, OracleAgent(), self.seed) != 1.0:
+        if converse(episode, task, OracleAgent(drawn_style(task.id)), self.seed) != 1.0:
             task.user_profile.slip = None  # the scripted user could not put it right in this conversation
 
     def tempting_slip(self, task: Task, episode: Episode, slip: Slip) -> bool:

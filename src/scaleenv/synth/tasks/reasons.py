@@ -62,6 +62,8 @@ class Reason(StrEnum):
     GATE_GOLD_NOT_1 = "gate_gold_not_1"
     GATE_GOLD_CONVERSATIONAL_NOT_1 = "gate_gold_conversational_not_1"
     """The oracle talking to the scripted user does not score 1 (the user or the procedure misjudges it)."""
+    GATE_GOLD_STYLED_NOT_1 = "gate_gold_styled_not_1"
+    """The oracle talking to the scripted user in another style does not score 1 (the style gate)."""
     GATE_NOOP_NOT_0 = "gate_noop_not_0"
     GATE_PARROT_NOT_0 = "gate_parrot_not_0"
     GATE_SPRAY_NOT_0 = "gate_spray_not_0"
