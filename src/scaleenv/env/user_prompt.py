@@ -7,7 +7,7 @@ nothing else, never coaches the agent or hints at the outcome, answers a confirm
 declines what it did not ask for, and ends with :data:`~scaleenv.formats.trajectory.STOP` only once every
 request was dealt with (done, answered or refused) or the agent can do nothing more.
 
-A custom template (``--user-system-prompt``) may place ``{persona}``, ``{goals}``, ``{known}``, ``{withheld}``,
+A custom template (``UserOptions.system_prompt``) may place ``{persona}``, ``{goals}``, ``{known}``, ``{withheld}``,
 ``{instruction}`` and ``{pushback}``, and the behaviour slots ``{identity}``, ``{pacing}``, ``{refusal}``,
 ``{slip}`` and ``{decisions}``; a slot it leaves out is appended where the profile has something to say there
 (a gradual pace, a pushback, a slip, decisions), as before slots existed."""

@@ -172,14 +172,41 @@ _SCALES = {"thousand": 1000, "million": 1_000_000, "billion": 1_000_000_000}
 
 def _numbers(text: str) -> list[float]:
     """The numbers written in digits in ``text`` that stand as tokens of their own."""
+    return [n for n, _ in _numbers_cued(text)]
+
+
+def _numbers_cued(text: str) -> list[tuple[float, bool]]:
+    """Each number of :func:`_numbers`, and whether a mention cue stands right before it (:func:`_cued`)."""
     out = []
     text = _SIGNED_MONEY.sub("-", _masked(text.replace("\u2212", "-")))
     for m in _NUM.finditer(text):
         try:
-            out.append(float(m.group(1) + m.group(2).replace(",", "") + (m.group(3) or "")))
+            out.append((float(m.group(1) + m.group(2).replace(",", "") + (m.group(3) or "")),
+                        _cued(text[: m.start()])))
         except ValueError:
             continue
     return out
+
+
+@lru_cache(maxsize=1)
+def _mention_cues() -> tuple[str, ...]:
+    """The phrases of the data file ``reward/mention_cues.txt``."""
+    from importlib.resources import files
+
+    text = files("scaleenv.reward").joinpath("mention_cues.txt").read_text(encoding="utf-8")
+    return tuple(" ".join(w.split()) for line in text.splitlines() if (w := line.split("#")[0].strip().lower()))
+
+
+_CLAUSE_MARK = re.compile(r"[,;:()\[\]\u2014|]|[.!?](?=\s)|\n")
+
+
+def _cued(before: str) -> bool:
+    """Whether the last three words of the clause that ``before`` ends in hold a mention cue ("previously",
+    "of the", "not": ``reward/mention_cues.txt``)."""
+    marks = list(_CLAUSE_MARK.finditer(before[-80:]))
+    clause = before[-80:][marks[-1].end():] if marks else before[-80:]
+    words = " ".join(re.findall(r"[a-z']+", clause.lower())[-3:])
+    return any(f" {cue} " in f" {words} " for cue in _mention_cues())
 
 
 def _number_word_kind(w: str) -> str:
@@ -264,9 +291,33 @@ def _spaced(s: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"[_\-]+", " ", s)).strip()
 
 
+@lru_cache(maxsize=1)
+def _abbreviations() -> tuple[re.Pattern[str], dict[str, str]]:
+    """A pattern of the abbreviations of the data file ``reward/abbreviations.txt`` and the word of each."""
+    from importlib.resources import files
+
+    words: dict[str, str] = {}
+    forms: list[str] = []
+    for line in files("scaleenv.reward").joinpath("abbreviations.txt").read_text(encoding="utf-8").splitlines():
+        parts = line.split("#")[0].split()
+        if len(parts) != 2:
+            continue
+        abbr, word = parts[0].lower(), parts[1].lower()
+        stem = abbr.rstrip(".")
+        words[stem] = word
+        forms.append(re.escape(stem) + (r"\." if abbr.endswith(".") else r"\.?"))
+    return re.compile(r"(?<![\w.])(?:" + "|".join(forms) + r")(?![\w])", re.IGNORECASE), words
+
+
+def _expanded(s: str) -> str:
+    """``s`` with its abbreviations written out ("Apt. 287" as "apartment 287")."""
+    pattern, words = _abbreviations()
+    return pattern.sub(lambda m: words[m.group().rstrip(".").lower()], s)
+
+
 def _fold(s: str) -> str:
-    """Text as it is compared: case, spacing, underscores and hyphens folded."""
-    return _spaced(normalize_text(s))
+    """Text as it is compared: case, spacing, underscores, hyphens and abbreviations folded."""
+    return _spaced(normalize_text(_expanded(s)))
 
 
 @dataclass(frozen=True)
@@ -335,24 +386,29 @@ def _is_text(v: Any) -> bool:
 
 def value_stated(value: Any, text: str, *, fuzzy: bool = True) -> bool:
     """Whether ``text`` states ``value`` (no rival check): see :func:`fact_stated`."""
+    return bool(_said(value, text, fuzzy=fuzzy))
+
+
+def _said(value: Any, text: str, *, fuzzy: bool = True) -> list[bool]:
+    """Where ``text`` states ``value``: for each place, whether a mention cue stands before it (:func:`_cued`;
+    a number written in words is taken as uncued)."""
     v = value
     if isinstance(v, bool):
         v = "yes" if v else "no"
     if isinstance(v, int | float):
-        nums = _numbers(text)
+        nums = _numbers_cued(text)
         if float(v).is_integer():
-            nums += [float(n) for n in word_numbers(_masked(text))]
-        return any(abs(n - float(v)) <= 0.005 + 1e-9 * abs(float(v)) for n in nums)
+            nums += [(float(n), False) for n in word_numbers(_masked(text))]
+        return [cued for n, cued in nums if abs(n - float(v)) <= 0.005 + 1e-9 * abs(float(v))]
     when = _iso_value(v)
     if when is not None:
         day, at = when
-        for got_day, got_at in stated_datetimes(text):
-            if got_day == day and (at is None or got_at == at or (got_at is None and at == time(0))):
-                return True
-        return False
+        return [_cued(text[:start]) for start, _, got_day, got_at in _dates_in(text)
+                if got_day == day and (at is None or got_at == at or (got_at is None and at == time(0)))]
     if not _fold(str(v)):
-        return True
-    return bool(_text_hits(str(v), _fold(text), fuzzy=fuzzy))
+        return [False]
+    hay = _fold(text)
+    return [_cued(hay[: h.start]) for h in _text_hits(str(v), hay, fuzzy=fuzzy)]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -376,25 +432,38 @@ def _claims(fact: AnswerFact, text: str, message: str | None = None, *, nouned: 
                     for r in fact.rivals))
     rivals = [r for r in fact.rivals if not _same(r, fact.value)]
     if nouned:
-        said = [n for n, with_noun in _counted(text, _nouns(fact.name)) if with_noun]
-        return (any(_same(n, fact.value) for n in said),
-                any(_same(n, r) for n in said for r in rivals if isinstance(r, int | float) and not isinstance(r, bool)))
+        said = [(n, cued) for n, with_noun, cued in _counted(text, _nouns(fact.name)) if with_noun]
+        value_cues = [cued for n, cued in said if _same(n, fact.value)]
+        rival_cues = [cued for n, cued in said for r in rivals
+                      if isinstance(r, int | float) and not isinstance(r, bool) and _same(n, r)]
+        return _weighed(value_cues, rival_cues)
     hay = _fold(text)
     hits: list[_Hit] = []
-    has_value = has_rival = False
+    value_cues: list[bool] = []
+    rival_cues: list[bool] = []
     if _is_text(fact.value):
         hits += _text_hits(str(fact.value), hay, fuzzy=True)
-        has_value = not _fold(str(fact.value))
+        value_cues += [False] if not _fold(str(fact.value)) else []
     else:
-        has_value = value_stated(fact.value, text)
+        value_cues += _said(fact.value, text)
     for r in rivals:
         if _is_text(r):
             hits += _text_hits(str(r), hay, fuzzy=True, rival=True)
-        elif value_stated(r, text):
-            has_rival = True
-    has_value = has_value or any(not h.rival and not any(o.rival and o.beats(h) for o in hits) for h in hits)
-    has_rival = has_rival or any(h.rival and not any(not o.rival and o.beats(h) for o in hits) for h in hits)
-    return has_value, has_rival
+        else:
+            rival_cues += _said(r, text)
+    value_cues += [_cued(hay[: h.start]) for h in hits
+                   if not h.rival and not any(o.rival and o.beats(h) for o in hits)]
+    rival_cues += [_cued(hay[: h.start]) for h in hits
+                   if h.rival and not any(not o.rival and o.beats(h) for o in hits)]
+    return _weighed(value_cues, rival_cues)
+
+
+def _weighed(value_cues: list[bool], rival_cues: list[bool]) -> tuple[bool, bool]:
+    """(value stated, rival asserted) from where each was said and whether a mention cue stood before it:
+    a rival said after a cue ("previously", "of the", "not") does not count against a value said without one;
+    where the value is said only after cues, every rival said counts."""
+    asserted = any(not cued for cued in value_cues)
+    return bool(value_cues), any(not cued for cued in rival_cues) if asserted else bool(rival_cues)
 
 
 # ---------------------------------------------------------------------------------------------- counts
@@ -438,11 +507,11 @@ def _is_count(fact: AnswerFact) -> bool:
             and abs(float(v)) < _COUNT_LIMIT and bool(_nouns(fact.name)))
 
 
-def _counted(text: str, nouns: frozenset[str]) -> list[tuple[float, bool]]:
+def _counted(text: str, nouns: frozenset[str]) -> list[tuple[float, bool, bool]]:
     """Each whole number of ``text`` that stands as a token of its own (digits or words: "2", "two",
     "forty-two"; never out of an id, a date or a time), and whether one of ``nouns`` stands within
-    :data:`_WINDOW` words of it in the same sentence."""
-    out: list[tuple[float, bool]] = []
+    :data:`_WINDOW` words of it in the same sentence, and whether a mention cue stands before it."""
+    out: list[tuple[float, bool, bool]] = []
     for sentence in _STOP.split(_masked(text)):
         tokens = sentence.split()
         words = [[_singular(w) for w in re.findall(r"[A-Za-z]+", t)] for t in tokens]
@@ -454,7 +523,8 @@ def _counted(text: str, nouns: frozenset[str]) -> list[tuple[float, bool]]:
                 continue
             near = words[max(0, i - _WINDOW): i] + words[i + 1: i + 1 + _WINDOW]
             with_noun = any(w in nouns for ws in near for w in ws)
-            out += [(n, with_noun) for n in nums]
+            cued = _cued(" ".join(tokens[:i]) + " ")
+            out += [(n, with_noun, cued) for n in nums]
     return out
 
 
@@ -632,7 +702,7 @@ def last_word(fact: AnswerFact, text: str) -> tuple[bool, bool]:
     total you owe is 862.44" answers 862.44). A dump of outputs (braces, or longer than a message of prose)
     is judged whole, so pasting every record's value still asserts the rivals. A count the message says with
     its noun ("2 copies") is judged only where it has that noun."""
-    nouned = _is_count(fact) and any(with_noun for _, with_noun in _counted(text, _nouns(fact.name)))
+    nouned = _is_count(fact) and any(with_noun for _, with_noun, _ in _counted(text, _nouns(fact.name)))
     whole = _claims(fact, text, nouned=nouned)
     if not (whole[0] and whole[1]) or "{" in text or len(text) > _PROSE_LIMIT:
         return whole
