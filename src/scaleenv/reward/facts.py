@@ -433,10 +433,9 @@ def _claims(fact: AnswerFact, text: str, message: str | None = None, *, nouned: 
     rivals = [r for r in fact.rivals if not _same(r, fact.value)]
     if nouned:
         said = [(n, cued) for n, with_noun, cued in _counted(text, _nouns(fact.name)) if with_noun]
-        value_cues = [cued for n, cued in said if _same(n, fact.value)]
-        rival_cues = [cued for n, cued in said for r in rivals
-                      if isinstance(r, int | float) and not isinstance(r, bool) and _same(n, r)]
-        return _weighed(value_cues, rival_cues)
+        return _weighed([cued for n, cued in said if _same(n, fact.value)],
+                        [cued for n, cued in said for r in rivals
+                         if isinstance(r, int | float) and not isinstance(r, bool) and _same(n, r)])
     hay = _fold(text)
     hits: list[_Hit] = []
     value_cues: list[bool] = []
