@@ -45,7 +45,7 @@ def scripted_reply(task, spec, text: str) -> str:
 
     from scaleenv.env.users import ScriptedUser, UserContext
 
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
     asyncio.run(user.opening())
     return asyncio.run(user.reply(text))

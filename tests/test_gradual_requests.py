@@ -10,11 +10,11 @@ import pytest
 
 from scaleenv.env.user_prompt import GRADUAL_PROMPT, user_prompt
 from scaleenv.env.users import (
-    NEXT_REQUEST,
     ScriptedUser,
     UserContext,
     turn_budget,
 )
+from scaleenv.env.voice import is_next_request
 from scaleenv.formats.trajectory import STOP
 from scaleenv.integrations.session import task_source
 from scaleenv.integrations.tau2 import tau2_task
@@ -50,7 +50,7 @@ def test_the_user_says_one_request_then_the_next_once_it_is_done():
     assert all(g not in again for g in goals[1:]), again
     for i in range(1, len(goals)):
         reply = asyncio.run(user.reply("Done: your request has been completed."))
-        assert reply.startswith(f"Thanks. {NEXT_REQUEST}") and STOP not in reply, reply
+        assert is_next_request(reply) and STOP not in reply, reply
         assert goals[i].split()[-1] in reply
         assert all(g not in reply for g in goals[i + 1:]), reply
     assert STOP in asyncio.run(user.reply("Done: your request has been completed."))
@@ -142,5 +142,5 @@ def test_the_oracle_waits_for_the_user_to_name_a_record(tmp_path):
     paced = [r for r in lines if r["task_id"] in gradual]
     assert paced and all(not r["reward"]["subgoals"]["violations"] for r in paced)
     # the user said its later requests: each task's user spoke once more per request than its first
-    assert any(sum(NEXT_REQUEST in str(m.get("content")) for m in r["messages"] if m.get("role") == "user") >= 1
+    assert any(sum(is_next_request(str(m.get("content"))) for m in r["messages"] if m.get("role") == "user") >= 1
                for r in paced)

@@ -24,7 +24,7 @@ def _task(goals: list[str], objectives: list[Objective], domain: str = "shop") -
 def _reply(task: Task, spec, *texts: str) -> list[str]:
     from scaleenv.env.users import ScriptedUser, UserContext
 
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
     asyncio.run(user.opening())
     return [asyncio.run(user.reply(t)) for t in texts]

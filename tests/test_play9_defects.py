@@ -98,7 +98,7 @@ def test_an_open_question_that_offers_a_default_is_not_answered_yes():
                                      subject=["ticket"]).model_dump()],
         },
     })
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=None, spec=None))
     asyncio.run(user.opening())
     reply = asyncio.run(user.reply('I will create the ticket "Roaming not working" - what priority would you like '

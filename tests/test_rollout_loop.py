@@ -209,7 +209,7 @@ def test_scripted_user_reveals_withheld_facts_only_when_asked(loader):
     u, tl = loader
     task = _task_with_withheld(u)
     known, withheld = task.user_profile.known, task.user_profile.withheld
-    user = ScriptedUser(patience=5)
+    user = ScriptedUser(patience=5, varied=False)
     user.reset(UserContext(task=task, rng=None, max_turns=10, spec=u.spec(task.domain)))
     opening = asyncio.run(user.opening())
     for fact in withheld:
@@ -229,7 +229,7 @@ def test_scripted_user_stops_when_told_done_or_out_of_turns(loader):
     u, _ = loader
     task = next(t for t in u.tasks() if not t.forbidden and not t.user_profile.pushback
                 and all(o.kind != "refusal" for o in t.user_profile.objectives))  # a report of every change (nothing refused)
-    user = ScriptedUser(patience=10)
+    user = ScriptedUser(patience=10, varied=False)
     user.reset(UserContext(task=task, rng=None, max_turns=3))
     asyncio.run(user.opening())
     assert STOP not in asyncio.run(user.reply("Working on it."))
@@ -238,12 +238,12 @@ def test_scripted_user_stops_when_told_done_or_out_of_turns(loader):
     # its turns: max_turns plus one per change the task makes (the opening is the first)
     ctx = UserContext(task=task, rng=None, max_turns=3)
     assert turn_budget(ctx) == 3 + len(task.gold_chain)  # no spec: every call counts as a change
-    user = ScriptedUser(patience=100)
+    user = ScriptedUser(patience=100, varied=False)
     user.reset(ctx)
     asyncio.run(user.opening())
     replies = [asyncio.run(user.reply("Working on it.")) for _ in range(turn_budget(ctx))]
     assert [STOP in r for r in replies] == [False] * (turn_budget(ctx) - 1) + [True]
-    impatient = ScriptedUser(patience=1)
+    impatient = ScriptedUser(patience=1, varied=False)
     impatient.reset(UserContext(task=task, rng=None, max_turns=10))
     asyncio.run(impatient.opening())
     assert [STOP in asyncio.run(impatient.reply("Hmm.")) for _ in range(2)] == [False, True]

@@ -179,7 +179,7 @@ def test_the_default_mix_holds_the_family():
 
 def _user(task: Task) -> ScriptedUser:
     ctx = context(task.domain)
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=None, max_turns=20, spec=ctx.spec))
     asyncio.run(user.opening())
     return user

@@ -46,7 +46,7 @@ def _task() -> Task:
 
 
 def _user(patience: int = 2) -> ScriptedUser:
-    user = ScriptedUser(patience=patience)
+    user = ScriptedUser(patience=patience, varied=False)
     user.reset(UserContext(task=_task(), rng=random.Random(0), spec=context("pet_care").spec))
     asyncio.run(user.opening())
     return user

@@ -13,7 +13,7 @@ from synth_helpers import context, family_tasks
 
 
 def _user(task, spec) -> ScriptedUser:
-    user = ScriptedUser(patience=5)
+    user = ScriptedUser(patience=5, varied=False)
     user.reset(UserContext(task=task, rng=None, spec=spec))
     asyncio.run(user.opening())
     return user

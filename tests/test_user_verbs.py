@@ -66,7 +66,7 @@ def _task(goal: str, done_words: list[str], chain: list[str], domain: str) -> Ta
 
 
 def _reply(task: Task, spec: DomainSpec, text: str) -> str:
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
     asyncio.run(user.opening())
     return asyncio.run(user.reply(text))

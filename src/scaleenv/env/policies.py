@@ -158,12 +158,20 @@ class OracleAgent(Agent):
         """The calls it replays."""
         return list(self.ctx.task.gold_chain)
 
+    def _requests_said(self, messages: list[dict[str, Any]]) -> int:
+        """How many of its requests the user has said so far (its opening, then one per next request)."""
+        from scaleenv.env.voice import is_next_request
+
+        return 1 + sum(is_next_request(str(m.get("content") or "")) for m in messages if m.get("role") == "user")
+
     def _requests_to_come(self, messages: list[dict[str, Any]]) -> bool:
         """Whether the user has requests it has not said yet (the oracle knows how many it has)."""
-        from scaleenv.env.users import NEXT_REQUEST
+        return self._requests_said(messages) < len(self.ctx.task.user_profile.goals)
 
-        said = 1 + sum(NEXT_REQUEST in str(m.get("content") or "") for m in messages if m.get("role") == "user")
-        return said < len(self.ctx.task.user_profile.goals)
+    def _refusal_said(self, messages: list[dict[str, Any]]) -> bool:
+        """Whether a request the policy refuses is among those the user has said (then a report says why)."""
+        said = self._requests_said(messages) if self.ctx.task.user_profile.gradual else len(self.ctx.task.user_profile.goals)
+        return any(o.kind == "refusal" for o in self.ctx.task.user_profile.objectives[:said])
 
     def _slip_check(self, messages: list[dict[str, Any]], args: dict[str, Any] | None) -> dict[str, Any] | None:
         """What it says about a slip of the user's before a call (``args``) or its final answer (None):
@@ -183,8 +191,9 @@ class OracleAgent(Agent):
                 and self._slip_waits < PACE_WAITS * len(self.ctx.task.user_profile.goals):
             self._slip_waits += 1
             task = self.ctx.task
+            refused = self._refusal_said(messages)  # the refusal of a request said so far is part of the report
             return text_message(say_report(self.style, task, [(f.name, f.value) for f in task.answer_facts
-                                                               if f.name != REFUSAL_FACT]))
+                                                               if f.name != REFUSAL_FACT or refused]))
         return None
 
     def _take_output(self, messages: list[dict[str, Any]]) -> None:

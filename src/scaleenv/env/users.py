@@ -21,6 +21,7 @@ from scaleenv.env.user_prompt import (
     GREETING,
     user_prompt,
 )
+from scaleenv.env.voice import CANONICAL, Voice
 from scaleenv.errors import ProviderError
 from scaleenv.formats.domain import DomainSpec
 from scaleenv.formats.task import Task
@@ -193,11 +194,15 @@ confirmation of a long task's writes, is under 2,000): a longer one gets :data:`
 as no answer, report or yes."""
 TOO_LONG = "That is too long for me to read; could you put it in a few sentences?"
 """The scripted user's reply to a message over :data:`MESSAGE_LIMIT`."""
-UNKNOWN = "I don't know that, sorry."
+UNKNOWN = CANONICAL["unknown"]
 """The scripted user's answer to a question about something it does not know."""
-NOTHING_ELSE = "No, that's all."
+NOTHING_ELSE = CANONICAL["nothing_else"]
 """The scripted user's answer to "anything else?" once nothing it asked for is left."""
 NEXT_REQUEST = "There is one more thing."
+YES = CANONICAL["yes"]
+"""The scripted user's yes to a proposal it asked for (said in its voice)."""
+FINISHED = CANONICAL["finished"]
+"""How the scripted user ends once every goal is done (said in its voice)."""
 """How a user who says its requests one at a time brings up the next one."""
 NO_ALTERNATIVE = "No, thank you; I only want what I asked for."
 """The scripted user's answer to an offer of something it did not ask for."""
@@ -295,8 +300,11 @@ class ScriptedUser(User):
 
     name = "scripted"
 
-    def __init__(self, patience: int = 2):
+    def __init__(self, patience: int = 2, varied: bool = True):
         self.patience = patience
+        self.varied = varied
+        """Whether it words its stock replies in a voice of its own (:mod:`scaleenv.env.voice`); off, it says
+        each canonical line as it is."""
 
     def reset(self, ctx: UserContext) -> None:
         from scaleenv.env.judge import Progress, objectives_of
@@ -305,6 +313,7 @@ class ScriptedUser(User):
 
         super().reset(ctx)
         profile = ctx.task.user_profile
+        self.voice = Voice(f"{ctx.seed}:{ctx.task.id}", plain=not self.varied)
         self.known: dict[str, Any] = dict(profile.known)
         self.withheld = [w for w in profile.withheld if w in self.known]
         self.revealed: set[str] = set()
@@ -479,8 +488,8 @@ class ScriptedUser(User):
                     no = f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self._mine(), self._owner())}"
                     if no not in parts:
                         parts.append(no)
-                elif "Yes, please go ahead." not in parts:
-                    parts.append("Yes, please go ahead.")
+                elif YES not in parts:
+                    parts.append(YES)
                 continue
             if self.staff and _WHO.search(sentence) and self._role() not in parts:
                 parts.append(self._role())  # staff have no customer record: who they are is their role
@@ -517,8 +526,8 @@ class ScriptedUser(User):
             if decisions:
                 continue
             if is_confirmation(sentence):
-                if "Yes, please go ahead." not in parts:
-                    parts.append("Yes, please go ahead.")
+                if YES not in parts:
+                    parts.append(YES)
             elif re.search(r"\banything else\b", sentence, re.IGNORECASE):
                 pending = self.recap()
                 parts.append(f"Yes. {pending}" if pending else NOTHING_ELSE)
@@ -532,7 +541,7 @@ class ScriptedUser(User):
             parts.insert(len(decisions), said)
         elif unknown and not parts:
             parts.append(UNKNOWN)
-        verdict = [p for p in parts if p.startswith(("Yes, please go ahead.", "No, that is not right", NO_ALTERNATIVE))]
+        verdict = [p for p in parts if p.startswith((YES, "No, that is not right", NO_ALTERNATIVE))]
         return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
 
     def _answers_to(self, agent_text: str) -> list[str]:
@@ -561,6 +570,8 @@ class ScriptedUser(User):
         record or the wrong new value: a number, a date or an e-mail other than the user's), if any. An
         answer to the user's own question is none ("Pip's birth date is 2019-03-02", beside the birth date of
         the new pet Oscar that the user will give)."""
+        from scaleenv.reward.facts import stated_datetimes, value_stated
+
         sentence = " ".join(s for s in re.split(r"(?<=[.!?])\s+", sentence) if not self._answers(s))
         rest = re.sub(r"\b[A-Za-z][A-Za-z0-9]*-\d+\b", " ", sentence)  # record ids are not values the user knows
         flat = _unseparated(sentence)  # "56,600,000" is 56600000
@@ -593,12 +604,12 @@ class ScriptedUser(User):
                         continue
                     return f
                 said = re.findall(r"(?<![\d\-.])\d+(?:\.\d+)?(?![\d\-])", plain)
-                if any(float(x) == float(v) for x in said):
-                    continue  # the user's own value, written another way ("$0.00" for 0)
+                if any(float(x) == float(v) for x in said) or value_stated(v, plain):
+                    continue  # the user's own value, written another way ("$0.00" for 0, "three" for 3)
             elif isinstance(v, str) and "@" in v:
                 said = re.findall(r"[\w.+-]+@[\w.-]+\w", rest)
             elif isinstance(v, str) and re.match(r"\d{4}-\d{2}-\d{2}", v):
-                said = re.findall(r"\d{4}-\d{2}-\d{2}", rest)
+                said = [day.isoformat() for day, _ in stated_datetimes(rest)]  # "May 10, 2026", "05/10/2026" too
             else:
                 continue
             if said and not any((x in asked) if not x[0].isdigit() or "-" in x else x in asked_numbers for x in said):
@@ -618,6 +629,10 @@ class ScriptedUser(User):
         return False
 
     async def reply(self, agent_text: str) -> str:
+        return self.voice.say(self._reply(agent_text))
+
+    def _reply(self, agent_text: str) -> str:
+        """The reply in canonical lines (:meth:`reply` says them in the user's voice)."""
         self.turns += 1
         if self.turns > self.budget:
             return self._stop("I have to go now.")
@@ -637,7 +652,7 @@ class ScriptedUser(User):
             # no yes, plea or next request (those were about the wrong record), but what it was asked ("and
             # your e-mail?") still answered
             parts, _ = self.answer(agent_text)
-            rest = [p for p in parts if not p.startswith(("Yes, please go ahead.", "No, that is not right",
+            rest = [p for p in parts if not p.startswith((YES, "No, that is not right",
                                                            NO_ALTERNATIVE, "I don't know"))]
             return " ".join([correction, *rest])
         if not self.pushed and says_cannot(agent_text) and not asks_to_act(agent_text) \
@@ -654,14 +669,14 @@ class ScriptedUser(User):
             if questions(agent_text):
                 parts, _ = self.answer(agent_text)
                 return " ".join(p for p in parts if not p.startswith("What I need is")) or NOTHING_ELSE
-            return self._stop("Thank you, that is everything I needed.")
+            return self._stop(FINISHED)
         if self.progress.stated_done() and self.progress.said < len(self.goals):
             # the requests said so far are dealt with: the user answers what it was asked, then says its next one
             answers = self._answers_to(agent_text)
             self.progress.said += 1
             self.idle = 0
             nxt = self.progress.said - 1
-            return " ".join([*answers, f"Thanks. {NEXT_REQUEST} {redact(self._spoken(nxt, self.goals[nxt]), self._hidden())}"])
+            return " ".join([*answers, f"{CANONICAL['next']} {redact(self._spoken(nxt, self.goals[nxt]), self._hidden())}"])
         parts, asked = self.answer(agent_text)
         if asked or moved:
             self.idle = 0

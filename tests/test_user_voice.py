@@ -1,0 +1,39 @@
+"""The scripted user's voice (env/user_replies.txt): every phrasing of an act reads as that act to the
+reward and to the oracle, and users sound different from each other and from one turn to the next."""
+
+from __future__ import annotations
+
+import pytest
+
+from scaleenv.env.voice import CANONICAL, Voice, is_next_request, phrasings
+from scaleenv.reward.procedure import reply_says
+
+READS_AS = {"yes": "yes", "nothing_else": "no", "finished": "neither", "next": "neither", "unknown": "neither"}
+
+
+@pytest.mark.parametrize("act", sorted(CANONICAL))
+def test_every_phrasing_reads_as_its_act(act: str) -> None:
+    lines = phrasings()[act]
+    assert len(lines) >= 4 and lines[0] == CANONICAL[act]
+    for line in lines:
+        # the reward's consent check reads a yes as a yes and nothing else as one (a thank-you before the
+        # next request must not stand as a new yes to whatever the agent said last)
+        assert reply_says(line) == READS_AS[act], (act, line)
+        assert is_next_request(line) == (act == "next"), (act, line)
+
+
+def test_a_voice_is_fixed_by_its_key_and_varies_across_users_and_turns() -> None:
+    first, again = Voice("7:pet_care/00001"), Voice("7:pet_care/00001")
+    said = [first.say(f"{CANONICAL['yes']} ") for _ in range(4)]
+    assert said == [again.say(f"{CANONICAL['yes']} ") for _ in range(4)]
+    assert said[0] != said[1] and said[0] == said[2]  # two phrasings, in turn
+    voices = {Voice(f"7:pet_care/{i:05d}").say(CANONICAL["yes"]) for i in range(40)}
+    assert len(voices) >= 5
+    assert Voice("x", plain=True).say(CANONICAL["finished"]) == CANONICAL["finished"]
+
+
+def test_a_reply_keeps_everything_but_the_stock_line() -> None:
+    voice = Voice("1:x")
+    text = f"My e-mail is a@example.com. {CANONICAL['yes']}"
+    out = voice.say(text)
+    assert out.startswith("My e-mail is a@example.com. ") and reply_says(out) == "yes"
