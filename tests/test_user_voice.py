@@ -37,3 +37,26 @@ def test_a_reply_keeps_everything_but_the_stock_line() -> None:
     text = f"My e-mail is a@example.com. {CANONICAL['yes']}"
     out = voice.say(text)
     assert out.startswith("My e-mail is a@example.com. ") and reply_says(out) == "yes"
+
+
+def test_the_user_reads_its_own_date_and_number_in_any_written_form():
+    """A proposal that writes the user's own values another way ("04/15/2020", "three") gets a yes; one that
+    names another date gets a no (play seed 9191: "birth date 04/15/2020" got "No, that is not right")."""
+    import re
+    from datetime import date
+
+    from synth_helpers import context, family_tasks, scripted_reply
+
+    spec = context("pet_care").spec
+    task = next((t for f in ("direct", "long") for t in family_tasks("pet_care", f, 8)
+                 if any(isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v) and f not in t.user_profile.withheld
+                        for f, v in t.user_profile.known.items())), None)
+    assert task is not None
+    name, value = next((f, v) for f, v in task.user_profile.known.items()
+                       if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v))
+    day = date.fromisoformat(value)
+    other = day.replace(year=day.year - 1)
+    mine = scripted_reply(task, spec, f"Shall I go ahead with the {name} {day.strftime('%m/%d/%Y')}?")
+    assert reply_says(mine) == "yes", mine
+    wrong = scripted_reply(task, spec, f"Shall I go ahead with the {name} {other.strftime('%B %d, %Y')}?")
+    assert reply_says(wrong) == "no" and value in wrong, wrong

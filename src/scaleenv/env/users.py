@@ -610,6 +610,8 @@ class ScriptedUser(User):
                 said = re.findall(r"[\w.+-]+@[\w.-]+\w", rest)
             elif isinstance(v, str) and re.match(r"\d{4}-\d{2}-\d{2}", v):
                 said = [day.isoformat() for day, _ in stated_datetimes(rest)]  # "May 10, 2026", "05/10/2026" too
+                if v[:10] in said:
+                    continue  # the user's own date, written another way
             else:
                 continue
             if said and not any((x in asked) if not x[0].isdigit() or "-" in x else x in asked_numbers for x in said):
