@@ -66,12 +66,17 @@ def test_one_itemised_yes_covers_every_write_it_lists_and_only_those():
     assert dict(procedure_checks(task, spec, head + listed))[CONFIRMATION] is True
     unlisted = [_call(4, write, {"patron_id": "PAT-0099"}), _out(4, {"id": "W"})]
     assert dict(procedure_checks(task, spec, head + listed + unlisted))[CONFIRMATION] is False
-    # no yes at all, and a yes that another question has since replaced
+    # no yes at all; a yes that a no has since replaced; a yes still standing after a question answered with a
+    # fact (a yes or a no replaces it, another answer does not: "anything else?" answered with the next request
+    # left a standing yes void, seed 4242's style gate)
     unasked = [head[0], head[1], head[2], _say("Shall I go ahead with: renew PAT-0050; lend CPY-0087?"),
                _user("I don't know that, sorry."), *listed[:2]]
     assert dict(procedure_checks(task, spec, unasked))[CONFIRMATION] is False
-    replaced = head + listed[:2] + [_say("What is your phone number?"), _user("It is 555-010-2000."), *listed[4:]]
-    assert dict(procedure_checks(task, spec, replaced))[CONFIRMATION] is False
+    revoked = head + listed[:2] + [_say("Shall I also renew PAT-0099?"), _user("No, thank you."), *listed[2:]]
+    assert dict(procedure_checks(task, spec, revoked))[CONFIRMATION] is False
+    standing = head + listed[:2] + [_say("What is your phone number?"), _user("It is 555-010-2000."), *listed[2:]]
+    assert dict(procedure_checks(task, spec, standing))[CONFIRMATION] is True
+    assert dict(procedure_checks(task, spec, standing + unlisted))[CONFIRMATION] is False
 
 
 def test_a_yes_to_a_short_reask_covers_the_proposal_the_user_answered_otherwise():

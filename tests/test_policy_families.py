@@ -354,7 +354,7 @@ def test_the_user_declines_a_confirmation_of_the_wrong_value_and_accepts_the_rig
                        for k, v in t.user_profile.known.items() if k not in t.user_profile.withheld))
     fact, value = next((k, v) for k, v in task.user_profile.known.items()
                        if isinstance(v, int | float) and not isinstance(v, bool) and k not in task.user_profile.withheld)
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=random.Random(0), spec=context("pet_care").spec))
     asyncio.run(user.opening())
     wrong = asyncio.run(user.reply(f"Shall I go ahead and set the {fact} to {value + 3}?"))
@@ -411,7 +411,7 @@ def test_the_user_accepts_its_own_number_written_another_way():
                        for k, v in t.user_profile.known.items() if k not in t.user_profile.withheld))
     fact, value = next((k, v) for k, v in task.user_profile.known.items()
                        if isinstance(v, int | float) and not isinstance(v, bool) and k not in task.user_profile.withheld)
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=random.Random(0), spec=context("pet_care").spec))
     asyncio.run(user.opening())
     shown = f"{float(value):,.2f}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from scaleenv.env.lexicon import act_pattern
 from scaleenv.env.vocabulary import has_phrase, norm
 from scaleenv.formats.task import Objective, Task
 from scaleenv.utils.record_ids import RECORD_ID
@@ -22,27 +23,10 @@ _QUESTION_WORDS = re.compile(
     r"these|those|there|they|he|she|the|my|our|any)\b|\b(please (provide|give|tell|share|confirm|send|verify|state|spell|let me know)|could you|can you|would you|"
     r"may i|tell me|let me know(?! if\b| when\b| whether\b)|(i|we) (still |also |just |first |now )?need (your|the|its|their|his|her|to know|a few|some|"
     r"more)|i('ll| will) need)\b", re.IGNORECASE)
-_CONFIRM = re.compile(
-    r"\b(shall i|should i|do you want me to|would you like me to|want me to|can you confirm|could you confirm|"
-    r"please confirm|confirm (that|this|the|whether|if)|is (that|this|it) (right|correct|ok|okay)|"
-    r"(ok|okay|alright) to|may i (go ahead|proceed)|go ahead|proceed|are you sure|do you confirm)\b", re.IGNORECASE)
-_IDENTITY = re.compile(
-    r"\b(your (id|identifier|account|number|reference|details|name|customer|membership|user ?name)|who are you|"
-    r"identify|verify|verification|look you up|find you|your record)\b", re.IGNORECASE)
-_DONE = re.compile(
-    r"\b(done|completed?|all set|taken care of|successfully|success|has been|have been|is now|are now|now (is|are|"
-    r"has|shows?)|went through|processed|finished|updated|changed|cancell?ed|"
-    r"booked|created|added|registered|recorded|marked|scheduled|placed|set to|confirmed|sold|bought|paid|sent|"
-    r"deposited|withdrawn|transferred|refunded|voided)\b", re.IGNORECASE)
-_FAIL = re.compile(
-    r"\b(could not|couldn't|cannot|can't|can not|unable|failed|fails|not possible|wasn't able|was not able|"
-    r"weren't able|(?:am|'m|are|is) not able|isn't something i can|is not something i can|no can do|"
-    r"against (?:our |the |company )?polic(?:y|ies)|none of (?:the|them|these|those|your)|no changes?(?: \w+)? made|"
-    r"nothing (?:was|has been|got) |(?:updated|changed|cancell?ed|made) neither|"
-    r"(?:an? |the )?error (?:occurred|happened|came back)|(?:got|returned|gave) an error|not allowed|did not|didn't|won't|will not|not yet|haven't|has not|hasn't|have not|"
-    r"no longer possible|impossible|refused|rejected the request|was not|were not|forbids?|forbidden|not permitted|"
-    r"(?:does|do|did) not (?:allow|permit)|(?:doesn't|don't|didn't) (?:allow|permit))\b",
-    re.IGNORECASE)
+_CONFIRM = act_pattern("confirm")
+_IDENTITY = act_pattern("identity")
+_DONE = act_pattern("done")
+_FAIL = act_pattern("cannot")
 # "failed" as the state a record is put in ("PLT-0064 is now marked failed", "status: failed"), not as news
 # that the change did not go through
 _STATE_WORD = re.compile(r"\b(marked|set|status|state|flagged|recorded|written off|(?:is|are) now|(?:changed|moved|updated) to|as)"
@@ -54,9 +38,7 @@ def _fails(sentence: str) -> bool:
     return bool(_FAIL.search(_STATE_WORD.sub(r"\1 STATE", sentence)))
 
 
-_BLANKET = re.compile(
-    r"\b(your (whole )?requests?|everything|all (of )?(it|that|them|this|your requests?|the changes?|done|set)|"
-    r"all done|that's done|both|each of)\b", re.IGNORECASE)
+_BLANKET = act_pattern("everything")
 _VALUE = re.compile(r"\d|\b(is|are|was|were|has|have|equals?)\b|:")
 _INTENT = re.compile(
     r"^\W*(please(?!\s+(note|be aware|find))|let me|let's|to confirm|so you want|you want|you'd like|"
@@ -127,9 +109,7 @@ def is_confirmation(sentence: str) -> bool:
     return bool(_CONFIRM.search(sentence))
 
 
-_ACTION_CONFIRM = re.compile(
-    r"\b(shall i|should i|do you want me to|would you like me to|want me to|may i (go ahead|proceed)|"
-    r"(ok|okay|alright) to|go ahead|proceed|yes or no|yes/no)\b", re.IGNORECASE)  # "please confirm with yes or no: (1) ..."
+_ACTION_CONFIRM = act_pattern("go_ahead")
 
 
 def is_action_confirmation(sentence: str) -> bool:
@@ -139,8 +119,7 @@ def is_action_confirmation(sentence: str) -> bool:
     return bool(_ACTION_CONFIRM.search(sentence)) and not asks_which(sentence)
 
 
-_ALTERNATIVE = re.compile(r"\b(instead|alternatively|rather than|in its place|as an alternative)\b",
-                          re.IGNORECASE)
+_ALTERNATIVE = act_pattern("instead")
 _WHICH = re.compile(r"\bwhich (one|ones|of (these|those|them|the|your))\b|\b(do|did|u) (you |u )?mean\b|"
                     r"\bare you referring to\b|\bwhich\s+(?:[\w-]+\s+)?(?:should|shall|do|did|would|will)\s+(?:i|we|you)\b|"
                     r"^\W*(?:is|was) it\b[^?]*\bor\b", re.IGNORECASE)
