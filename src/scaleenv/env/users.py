@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from scaleenv.env.agents import EndpointOptions
+from scaleenv.env.lexicon import act_pattern
 from scaleenv.env.user_prompt import (
     GREETING,
     user_prompt,
@@ -119,9 +120,7 @@ def redact(text: str, values: dict[str, Any]) -> str:
     return text
 
 
-_CLARIFY = re.compile(
-    r"\b(what (?:would|do) you (?:like|want) me to do|what did you mean|what do you mean|what exactly|"
-    r"could you clarify|can you clarify|please clarify|what should i do|how would you like me to)\b", re.IGNORECASE)
+_CLARIFY = act_pattern("clarify")
 """A question asking what the user wants done: the user says its open requests again."""
 
 _EITHER_OR = re.compile(RECORD_ID.pattern + r"[^?.;]{0,40}?\bor\s+(?:[\w-]+\s+){0,3}?" + RECORD_ID.pattern,
@@ -166,8 +165,7 @@ def _undictated(sentence: str) -> str:
     return "".join(out)
 
 
-_WHO = re.compile(r"\b(your (full )?name|who (are|am i speaking|am i talking) (you|to|with)|who you are|"
-                  r"identify yourself|verify your identity|your identity|your details)\b", re.IGNORECASE)
+_WHO = act_pattern("who")
 _OPEN_WORD = re.compile(r"\b(what|which|when|where|how (much|many|long))\b", re.IGNORECASE)
 _OPEN_VERB = re.compile(r"\b(would|do|should|will|shall) you (like|want|prefer|need|choose)\b", re.IGNORECASE)
 _STRETCH = re.compile(r"[^.?!]+")
@@ -185,7 +183,7 @@ def _open_question(sentence: str) -> int | None:
             return stretch.start() + word.start()
     return None
 
-_DEFAULT = re.compile(r"\b(the|its|a) (default|usual|standard)\b|\b(as it is|as is|unchanged)\b", re.IGNORECASE)
+_DEFAULT = act_pattern("default")
 
 
 MESSAGE_LIMIT = 4000
