@@ -11,7 +11,10 @@ Kinds (see each row's fields):
 * ``report``: :class:`~scaleenv.env.judge.Progress` after ``messages`` has ``done == expect_done``;
 * ``acts``: questions / go-ahead / which / cannot of ``message``;
 * ``consent``: :func:`~scaleenv.reward.procedure.names_change` equals ``expect``;
-* ``yes_no``: :func:`~scaleenv.reward.procedure.reply_says` reads ``reply`` as ``expect``.
+* ``yes_no``: :func:`~scaleenv.reward.procedure.reply_says` reads ``reply`` as ``expect``;
+* ``reply``: the scripted user of profile ``profile`` (defined here) answers ``message`` through the
+  responders ``expect["responders"]`` (one per question, in order), its reply reads as ``expect["says"]``
+  and holds ``expect["contains"]`` when given.
 
 Convention for ``acts``: a sentence ending in "?" addressed to the user is a question (courtesy closers
 such as "Anything else?" included); a closing courtesy statement without "?" ("Let me know if you need
@@ -34,7 +37,7 @@ from scaleenv.reward.procedure import names_change, reply_says
 
 CORPUS = Path(__file__).parent / "data" / "conversation_corpus.jsonl"
 
-KINDS = {"answer", "report", "acts", "consent", "yes_no"}
+KINDS = {"answer", "report", "acts", "consent", "yes_no", "reply"}
 STYLES = {"terse", "verbose", "markdown", "numbered", "multi_question", "explanation", "number_words", "us_date",
           "iso_date", "spoken_date", "currency", "abbreviation", "quotes_parens", "table", "casual"}
 FIELDS = {
@@ -43,6 +46,7 @@ FIELDS = {
     "acts": {"message", "expect"},
     "consent": {"proposal", "tool", "args", "expect"},
     "yes_no": {"reply", "expect"},
+    "reply": {"profile", "message", "expect"},
 }
 COMMON = {"id", "kind", "style", "note"}
 
@@ -127,3 +131,51 @@ def _said(reply: str) -> str:
 @pytest.mark.parametrize("row", _by("yes_no"))
 def test_yes_no(row: dict[str, Any]) -> None:
     assert _said(row["reply"]) == row["expect"], row["note"]
+
+
+# ------------------------------------------------------------------------------------------ the user's replies
+
+_REX_GOAL = "Please book a checkup for my pet Rex on 2026-05-10 and pay 120.50 for it."
+PROFILES: dict[str, dict[str, Any]] = {
+    "pet_rex": {
+        "domain": "pet_care",
+        "profile": {
+            "persona": "You are Jerry Ware.", "goals": [_REX_GOAL],
+            "known": {"owner email": "jerry@example.com", "owner full name": "Jerry Ware", "pet name": "Rex",
+                      "pet birth date": "2019-03-02", "amount": 120.5},
+            "identity": ["owner email", "owner full name"],
+            "objectives": [{"kind": "write", "text": _REX_GOAL, "done_words": ["booked", "paid"],
+                            "subject": ["checkup", "pet"]}]},
+    },
+}
+"""The users the ``reply`` rows talk to (a task reduced to its user profile and domain)."""
+
+
+def _user_of(name: str) -> Any:
+    import asyncio
+    import random
+
+    from scaleenv.env.users import ScriptedUser, UserContext
+    from scaleenv.formats.task import Task
+    from synth_helpers import context
+
+    spec = PROFILES[name]
+    task = Task.model_validate({"id": f"{spec['domain']}/00000", "domain": spec["domain"], "instruction": "x",
+                                "initial_patch": {}, "gold_chain": [], "tools": [], "difficulty": {},
+                                "verification": {}, "user_profile": spec["profile"]})
+    user = ScriptedUser(patience=5, varied=False)
+    user.reset(UserContext(task=task, rng=random.Random(0), spec=context(spec["domain"]).spec))
+    asyncio.run(user.opening())
+    return user
+
+
+@pytest.mark.parametrize("row", _by("reply"))
+def test_reply(row: dict[str, Any]) -> None:
+    import asyncio
+
+    user = _user_of(row["profile"])
+    out = asyncio.run(user.reply(row["message"]))
+    want = row["expect"]
+    assert (user.responders, reply_says(out)) == (want["responders"], want["says"]), (row["note"], out)
+    if "contains" in want:
+        assert want["contains"] in out, (row["note"], out)

@@ -15,13 +15,12 @@ import pytest
 import scaleenv.env.judge as judge
 import scaleenv.env.vocabulary as vocabulary
 from scaleenv.env.judge import asks_which
+from scaleenv.env.responders import _open_question, _undictated
 from scaleenv.env.users import (
     MESSAGE_LIMIT,
     TOO_LONG,
     ScriptedUser,
     UserContext,
-    _open_question,
-    _undictated,
 )
 from scaleenv.formats.task import Objective, Task
 from scaleenv.formats.trajectory import STOP

@@ -59,7 +59,7 @@ def _transcript(task: Task, *, right: bool) -> list[str]:
 
 def _replies(loader, task: Task, *, act: bool, right: bool) -> list[str]:
     u, cache = loader
-    env = ToolEnv(task, cache.acquire(task), user=ScriptedUser(patience=10), release=lambda ep: cache.release(task, ep))
+    env = ToolEnv(task, cache.acquire(task), user=ScriptedUser(patience=10, varied=False), release=lambda ep: cache.release(task, ep))
     try:
         obs, _ = env.reset()
         replies = [obs[-1]["content"]]
@@ -106,7 +106,7 @@ def test_user_replies_do_not_depend_on_the_world_or_the_answers(loader):
 def test_the_user_ends_when_told_done_not_when_the_reward_says_so(loader):
     u, _ = loader
     task = next(t for t in u.tasks() if any(o.kind == "write" for o in t.user_profile.objectives))
-    user = ScriptedUser(patience=5)
+    user = ScriptedUser(patience=5, varied=False)
     user.reset(UserContext(task=task, rng=None, spec=u.spec(task.domain)))
     asyncio.run(user.opening())
     reply = asyncio.run(user.reply("I could not complete the change, there was an error."))
@@ -120,7 +120,7 @@ def test_identity_and_vocabulary(loader):
     u, _ = loader
     task = next(t for t in u.tasks() if t.domain == "job_seeking")
     known = task.user_profile.known
-    user = ScriptedUser()
+    user = ScriptedUser(varied=False)
     user.reset(UserContext(task=task, rng=None, spec=u.spec(task.domain)))
     asyncio.run(user.opening())
     ident = asyncio.run(user.reply("What is your ID?"))
@@ -151,7 +151,7 @@ def test_scripted_user_understands_synonyms_and_decides():
                           .model_dump()],
         },
     })
-    user = ScriptedUser(patience=3)
+    user = ScriptedUser(patience=3, varied=False)
     user.reset(UserContext(task=task, rng=None))
 
     def say(text: str) -> str:
@@ -200,7 +200,7 @@ def test_content_parts_are_heard_and_scored_end_to_end(loader):
     its answers count."""
     u, cache = loader
     task = next(t for t in u.tasks() if t.answer_facts and t.family == "direct")
-    env = ToolEnv(task, cache.acquire(task), user=ScriptedUser(), release=lambda ep: cache.release(task, ep))
+    env = ToolEnv(task, cache.acquire(task), user=ScriptedUser(varied=False), release=lambda ep: cache.release(task, ep))
     try:
         env.reset()
         outputs: list[object] = []

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from scaleenv.env.agents import EndpointOptions
-from scaleenv.env.lexicon import act_pattern
+from scaleenv.env.responders import NO_ALTERNATIVE as _NO_ALTERNATIVE
 from scaleenv.env.user_prompt import (
     GREETING,
     user_prompt,
@@ -120,72 +120,6 @@ def redact(text: str, values: dict[str, Any]) -> str:
     return text
 
 
-_CLARIFY = act_pattern("clarify")
-"""A question asking what the user wants done: the user says its open requests again."""
-
-_EITHER_OR = re.compile(RECORD_ID.pattern + r"[^?.;]{0,40}?\bor\s+(?:[\w-]+\s+){0,3}?" + RECORD_ID.pattern,
-                        re.IGNORECASE)
-"""A choice between records ("FXT-0051 or FXT-0052?", "OFR-0061, or the bid OFR-0062?"); not an "or" in a
-dictated text beside ids ("new description: Or summer position somebody.")."""
-
-_OPTIONS = re.compile(
-    r"\bor\s+(?!not\b|no\b|(?:is there |are there )?(?:anything|something)\b|"
-    r"(?:(?:would|do) you (?:like|want|need) (?:me )?to |should i |shall i )?(?:change|adjust|edit|modify|correct|add)\b)",
-    re.IGNORECASE)
-"""A choice between courses of action ("pay the full 120, or just the 50 you mentioned?"): no yes answers it.
-Not an offer to go on or change something ("shall I go ahead, or is there anything else?")."""
-
-
-def _undictated(sentence: str) -> str:
-    """``sentence`` without the text the agent quotes (a new description, a message body: its words are no
-    question's options): a bracketed aside, a quoted text, and what follows a colon to the end of a sentence
-    with no question mark after it. In one pass: a regular expression would read the rest of the sentence
-    again from every bracket or colon left open."""
-    out: list[str] = []
-    last_question = sentence.rfind("?")
-    may_close = {")": True, '"': True}  # whether a closing mark may still follow
-    i = start = 0
-    n = len(sentence)
-    while i < n:
-        c = sentence[i]
-        close = ")" if c == "(" else '"' if c == '"' else None
-        if close is not None and may_close[close]:
-            j = sentence.find(close, i + 1)
-            if j >= 0:
-                out.append(sentence[start:i])
-                i = start = j + 1
-                continue
-            may_close[close] = False  # none after this one, so none after any later one
-        elif c == ":" and i + 1 < n and sentence[i + 1].isspace() and last_question < i + 2:
-            out.append(sentence[start:i])
-            start = n
-            break
-        i += 1
-    out.append(sentence[start:])
-    return "".join(out)
-
-
-_WHO = act_pattern("who")
-_OPEN_WORD = re.compile(r"\b(what|which|when|where|how (much|many|long))\b", re.IGNORECASE)
-_OPEN_VERB = re.compile(r"\b(would|do|should|will|shall) you (like|want|prefer|need|choose)\b", re.IGNORECASE)
-_STRETCH = re.compile(r"[^.?!]+")
-
-
-def _open_question(sentence: str) -> int | None:
-    """Where an open question begins ("what priority would you like for it, or should I leave the default?":
-    a question word, then "would you like" or the like before the next stop); no yes or no answers it, even
-    when it ends in an offer to go ahead. ``None`` when there is none. Linear: in each stretch between
-    stops, the first question word counts if it ends before the stretch's last such verb."""
-    for stretch in _STRETCH.finditer(sentence):
-        verbs = [m.start() for m in _OPEN_VERB.finditer(stretch.group())]
-        word = _OPEN_WORD.search(stretch.group()) if verbs else None
-        if word is not None and word.end() <= verbs[-1]:
-            return stretch.start() + word.start()
-    return None
-
-_DEFAULT = act_pattern("default")
-
-
 MESSAGE_LIMIT = 4000
 """The most characters of an agent message the scripted user reads (the oracle's longest, an itemised
 confirmation of a long task's writes, is under 2,000): a longer one gets :data:`TOO_LONG`, and counts
@@ -202,7 +136,7 @@ YES = CANONICAL["yes"]
 FINISHED = CANONICAL["finished"]
 """How the scripted user ends once every goal is done (said in its voice)."""
 """How a user who says its requests one at a time brings up the next one."""
-NO_ALTERNATIVE = "No, thank you; I only want what I asked for."
+NO_ALTERNATIVE = _NO_ALTERNATIVE
 """The scripted user's answer to an offer of something it did not ask for."""
 
 
@@ -329,6 +263,8 @@ class ScriptedUser(User):
         self.slipped = profile.slip
         """The slip, kept after it is put right: a change proposed on the wrong id later still gets a no."""
         self._verbs: tuple[set[str], set[str]] | None = None  # (foreign, asked), read once a confirmation needs them
+        self.responders: list[str] = []
+        """The responders that answered the questions of the last message read, in order (for tests and play)."""
         self.dictated = [v for v in self.known.values() if isinstance(v, str) and re.search(r"[.!?]\s", v)]
         """The user's own texts that hold a full stop (a message body it dictates): read as one piece."""
 
@@ -409,138 +345,37 @@ class ScriptedUser(User):
         return f"{text} {STOP}"
 
     def answer(self, agent_text: str) -> tuple[list[str], bool]:
-        """What the user says to the questions in ``agent_text``, and whether it asked any."""
-        from scaleenv.env.judge import (
-            asks_identity,
-            asks_which,
-            is_action_confirmation,
-            is_confirmation,
-            is_question,
-            offers_alternative,
-        )
-        from scaleenv.env.vocabulary import has_phrase, norm
+        """What the user says to the questions in ``agent_text``, and whether it asked any: each question is
+        answered by the first of :data:`~scaleenv.env.responders.RESPONDERS` that takes it."""
+        from scaleenv.env.judge import is_question
+        from scaleenv.env.responders import WRONG, Reading, respond
 
-        message = _Message(self, agent_text)  # what the questions need of the whole message: read once
-        parts: list[str] = []
-        given: list[str] = []
         decisions = [d for d in self.ctx.task.user_profile.decisions
                      if all(has_words(agent_text, w) for w in d.when)]
-        parts += [d.say for d in decisions]
+        # what the questions need of the whole message is read once; the facts only requests not said yet
+        # hold are never given
+        r = Reading(self, _Message(self, agent_text), decisions, self._unsaid_facts(), parts=[d.say for d in decisions])
         asked_any = bool(decisions)
-        unknown = False
-        unsaid = self._unsaid_facts()  # the facts only requests not said yet hold: never given
-        for index, sentence in enumerate(message.sentences):
-            if not is_question(sentence):
-                continue
-            asked_any = True
-            if _CLARIFY.search(sentence) and (pending := self.recap()):
-                # "what would you like me to do?" is no yes/no question: the user says what it asked for again
-                if f"What I need is: {pending}" not in parts:
-                    parts.append(f"What I need is: {pending}")
-                continue
-            if (open_at := _open_question(sentence)) is not None and not decisions:
-                clause = sentence[open_at:]  # the question, not the plan quoted before it
-                facts = [f for f in self.vocab.asked(clause, clause) if f not in given]
-                if facts:
-                    given += facts
-                elif _DEFAULT.search(sentence):
-                    parts.append("The default is fine for that.")
-                else:
-                    unknown = True
-                continue
-            if is_action_confirmation(sentence) and not decisions and _EITHER_OR.search(sentence):
-                # "Shall I cancel FXT-0051 or FXT-0052?" is no yes/no question: the one the user means, if it
-                # knows its id, else what it asked for again ("shall I go ahead, or change something?" is one)
-                ids = {str(v).upper() for v in self.known.values() if isinstance(v, str) and RECORD_ID.fullmatch(v)}
-                meant = sorted({r for r in RECORD_ID.findall(sentence) if r.upper() in ids})
-                pending = self.recap()
-                if len(meant) == 1:
-                    if f"I mean {meant[0]}." not in parts:
-                        parts.append(f"I mean {meant[0]}.")
-                elif pending and f"What I need is: {pending}" not in parts:
-                    parts.append(f"What I need is: {pending}")
-                continue
-            if is_action_confirmation(sentence) and not decisions and _OPTIONS.search(_undictated(sentence)) \
-                    and (pending := self.recap()):
-                # "pay it in full, or only the 50?": the user says again what it asked for
-                if f"What I need is: {pending}" not in parts:
-                    parts.append(f"What I need is: {pending}")
-                continue
-            if is_action_confirmation(sentence) and not decisions and not offers_alternative(sentence) \
-                    and (pending := self.recap()) and self.unasked_action(sentence):
-                # "Shall I decline them?" when the user asked to withdraw them: not what it asked for
-                if (no := f"No, that is not what I asked for. What I need is: {pending}") not in parts:
-                    parts.append(no)
-                continue
-            if is_action_confirmation(sentence) and not decisions:
-                wrong = message.wrong  # the record and values are often said before the question
-                slipped = self.slipped
-                if offers_alternative(sentence) and message.cannot and not offers_alternative(self.asked_for):
-                    if NO_ALTERNATIVE not in parts:
-                        parts.append(NO_ALTERNATIVE)  # something else than what was asked: not wanted
-                elif slipped is not None and self.slip is None and message.names(slipped.said) \
-                        and not message.names(slipped.meant):
-                    # the wrong id the user gave, proposed again after it was put right
-                    parts.append(f"No, that is not right: I meant {slipped.meant}, not {slipped.said}.")
-                elif wrong is not None:
-                    no = f"No, that is not right: {self.vocab.statement(wrong, _fmt(self.known[wrong]), self._mine(), self._owner())}"
-                    if no not in parts:
-                        parts.append(no)
-                elif YES not in parts:
-                    parts.append(YES)
-                continue
-            if self.staff and _WHO.search(sentence) and self._role() not in parts:
-                parts.append(self._role())  # staff have no customer record: who they are is their role
-                facts = [f for f in self.identity if f not in given]
-            else:
-                # not a detail of a request not said yet ("what is your email?" answered with the address of a
-                # sender the user will ask to block later; play round 30)
-                asked = self.vocab.asked(sentence, agent_text)
-                facts = [f for f in asked if f not in given and f not in unsaid]
-                # the user's own fact of a kind asked for: of a later request's fact (its e-mail, not the
-                # sender's), else of the word after "your" ("your email": its account's "email address")
-                kinds_asked = ({f.split()[-1] for f in asked if f in unsaid},
-                               set(re.findall(r"\byour ([a-z]+)", sentence.lower())))
-                for kinds in kinds_asked:
-                    if not facts:
-                        facts = [f for f in self.identity if f not in given and any(k in f.split() for k in kinds)]
-            if not facts and asks_identity(sentence):
-                facts = [f for f in self.identity if f not in given]
-            if not facts and asks_which(sentence):
-                # "which Northgate Athletic fixture do you mean?": the details the user knows of that record
-                # the records named before the question ("I see two fixtures. Which one do you mean?";
-                # "four consultations ... Which one should the prescription go on?" is about a consultation),
-                # else in it ("Which Northgate Athletic fixture do you mean?")
-                # (a record's details: not a new value the user wants set, nor one it has not asked for yet)
-                candidates = [f for f in self.known if f not in given and not f.endswith(" id")
-                              and not f.startswith("new ") and f not in unsaid]
-                facts = [f for f in candidates if message.named_before(index, self.vocab.pairs[f][0])]
-                if not facts:
-                    said = norm(sentence)
-                    facts = [f for f in candidates if any(has_phrase(said, n) for n in self.vocab.pairs[f][0])]
-            if facts:
-                given += facts
-                continue
-            if decisions:
-                continue
-            if is_confirmation(sentence):
-                if YES not in parts:
-                    parts.append(YES)
-            elif re.search(r"\banything else\b", sentence, re.IGNORECASE):
-                pending = self.recap()
-                parts.append(f"Yes. {pending}" if pending else NOTHING_ELSE)
-            else:
-                unknown = True
-        self.revealed.update(f for f in given if f in self.withheld)
-        if self.slip is not None and any(str(self.known[f]) == self.slip.meant for f in given):
+        self.responders = []
+        for index, sentence in enumerate(r.message.sentences):
+            if is_question(sentence):
+                asked_any = True
+                self.responders.append(respond(r, index, sentence))
+        self.revealed.update(f for f in r.given if f in self.withheld)
+        if self.slip is not None and any(str(self.known[f]) == self.slip.meant for f in r.given):
             self.slip = None  # the user has now given the right id itself
-        if given:
-            said = " ".join(self.vocab.statement(f, _fmt(self.known[f]), self._mine(), self._owner()) for f in given)
+        parts = r.parts
+        if r.given:
+            said = " ".join(self.vocab.statement(f, self.spoken_fact(f), self._mine(), self._owner()) for f in r.given)
             parts.insert(len(decisions), said)
-        elif unknown and not parts:
+        elif r.unknown and not parts:
             parts.append(UNKNOWN)
-        verdict = [p for p in parts if p.startswith((YES, "No, that is not right", NO_ALTERNATIVE))]
+        verdict = [p for p in parts if p.startswith((YES, WRONG, NO_ALTERNATIVE))]
         return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
+
+    def spoken_fact(self, fact: str) -> str:
+        """The value of one of the user's facts as it says it."""
+        return _fmt(self.known[fact])
 
     def _answers_to(self, agent_text: str) -> list[str]:
         """What the user says to the questions of a message that it has an answer to (a fact it knows, a yes or
