@@ -201,20 +201,9 @@ def _proposal(r: Reading, index: int, sentence: str) -> bool:
         r.say(f"{WRONG}: I meant {slipped.meant}, not {slipped.said}.")
     elif (wrong := message.wrong) is not None:  # the record and values are often said before the question
         r.say(f"{WRONG}: {user.vocab.statement(wrong, user.spoken_fact(wrong), user._mine(), user._owner())}")
-    elif (meant := user.contradicted(message.text)) is not None:  # "pay 150.00" to "pay 120.50"
-        r.say(f"{WRONG}: I asked for {_said_value(meant)}. What I need is: {user.recap() or user.asked_for}")
     else:
         r.say(YES)
     return True
-
-
-def _said_value(value: str) -> str:
-    """A value of a request as the user says it back (a number without a needless ".0")."""
-    try:
-        number = float(value)
-    except ValueError:
-        return value.replace("T00:00:00", "")
-    return f"{number:g}" if number.is_integer() else f"{number:.2f}"
 
 
 def _facts(r: Reading, index: int, sentence: str) -> bool:

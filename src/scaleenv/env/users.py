@@ -451,21 +451,6 @@ class ScriptedUser(User):
                 return f  # a value of that kind the user neither knows nor asked for
         return None
 
-    def contradicted(self, sentence: str) -> str | None:
-        """The value of one of the user's requests said so far that ``sentence`` names with another value after
-        the same word ("pay 150.00" to a user who asked to "pay 120.50"; "Rex for 2026-05-11" to "Rex on
-        2026-05-10"), or None: numbers and dates, each tied to the word before it (link words skipped)."""
-        asked = " ".join(str(g) for g in self.goals[: self.progress.said])
-        mine = {str(v) for v in self.known.values()}
-        wanted: dict[tuple[str, str], set[str]] = {}
-        for word, kind, value in _tied_values(asked):
-            wanted.setdefault((word, kind), set()).add(value)
-        for word, kind, value in _tied_values(sentence):
-            values = wanted.get((word, kind))
-            if values and value not in values and value not in mine:
-                return sorted(values)[0]
-        return None
-
     def _answers(self, sentence: str) -> bool:
         """Whether a statement answers one of the user's questions: it names what the question asks about
         and the record it asks about (a name the user knows that the question says)."""
@@ -539,32 +524,6 @@ class ScriptedUser(User):
         elif not parts:
             parts.append(f"That does not finish my request yet. I still need this: {self.recap()}")
         return " ".join(parts)
-
-
-def _tied_values(text: str) -> list[tuple[str, str, str]]:
-    """(the word a value belongs to, "number" or "date", the value in one form) for each number and date of
-    ``text``: the last word before it that is no link word (``env/acts.txt``) nor another value."""
-    from scaleenv.env.lexicon import acts
-    from scaleenv.reward.facts import _NUM, _dates_in, _masked
-
-    links = set(acts()["link"])
-    found = [(start, "date", day.isoformat() + (f"T{at.isoformat()}" if at else "")) for start, _, day, at in _dates_in(text)]
-    plain = _masked(RECORD_ID.sub(lambda m: " " * len(m.group()), text))
-    for m in _NUM.finditer(plain):
-        found.append((m.start(), "number", str(float(m.group(2).replace(",", "") + (m.group(3) or "")))))
-    out = []
-    for start, kind, value in found:
-        line = plain[plain.rfind("\n", 0, start) + 1: start]
-        if kind == "number" and _LIST_MARK.match(plain, start - len(line)) and not line.strip():
-            continue  # "2. create invitee": a list's numbering
-        words = [w for w in re.findall(r"[a-z]+", line.lower())[-3:] if w not in links]
-        if words:
-            out.append((words[-1], kind, value))
-    return out
-
-
-_LIST_MARK = re.compile(r"\s*\d+[.)]\s")
-"""A number that begins a line of a list ("1. ", "2) ")."""
 
 
 def _stem(word: str) -> str:
