@@ -181,11 +181,18 @@ def _numbers_cued(text: str) -> list[tuple[float, bool]]:
     text = _SIGNED_MONEY.sub("-", _masked(text.replace("\u2212", "-")))
     for m in _NUM.finditer(text):
         try:
-            out.append((float(m.group(1) + m.group(2).replace(",", "") + (m.group(3) or "")),
-                        _cued(text[: m.start()])))
+            number = float(m.group(1) + m.group(2).replace(",", "") + (m.group(3) or ""))
         except ValueError:
             continue
+        scale = _SCALE_AFTER.match(text, m.end())
+        if scale is not None:  # "$358.7K", "2.5 million"
+            number *= _SCALE_OF[(scale.group(1) or scale.group(2)).lower()]
+        out.append((number, _cued(text[: m.start()])))
     return out
+
+
+_SCALE_AFTER = re.compile(r"(?:(K|M|bn)|\s+(thousand|million|billion))\b")
+_SCALE_OF = {"k": 1e3, "m": 1e6, "bn": 1e9, "thousand": 1e3, "million": 1e6, "billion": 1e9}
 
 
 @lru_cache(maxsize=1)
@@ -316,8 +323,13 @@ def _expanded(s: str) -> str:
 
 
 def _fold(s: str) -> str:
-    """Text as it is compared: case, spacing, underscores, hyphens and abbreviations folded."""
-    return _spaced(normalize_text(_expanded(s)))
+    """Text as it is compared: case, spacing, underscores, hyphens, abbreviations and the dots between groups
+    of digits ("555.750.4431" is "555-750-4431") folded."""
+    return _spaced(normalize_text(_DOTTED_PHONE.sub(r"\1 \2 \3", _expanded(s))))
+
+
+_DOTTED_PHONE = re.compile(r"(?<![\w.])(\d{3})\.(\d{3})\.(\d{4})(?![\w.]\w)")
+"""A phone number written with dots ("555.750.4431"); a decimal point is never one of its dots."""
 
 
 @dataclass(frozen=True)
