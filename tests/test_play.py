@@ -99,3 +99,17 @@ def test_input_that_ends_before_done_is_not_scored(universe):
     assert "not scored" in out and "reward" not in out and "gold chain:" not in out and "  - " not in out
     for f in task.answer_facts:
         assert f"answer fact: {f.name}" not in out
+
+
+def test_a_saved_episode_ended_by_done_is_the_agents_stop_and_a_message_may_hold_line_breaks(universe, tmp_path):
+    """Players' reports (seed 27182): a saved episode ended by ``done`` said termination "error", and a
+    multi-line ``say`` was cut at its first line break; ``\\n`` in a ``say`` is now a line break."""
+    task = Universe(universe).tasks()[0]
+    saved = tmp_path / "episode.json"
+    res = runner.invoke(app, ["play", str(universe), "--task", task.id, "--no-show-gold", "--save", str(saved)],
+                        input="say Hello.\\nCould you give me your e-mail?\ndone\n")
+    assert res.exit_code == 1, res.output
+    trajectory = json.loads(saved.read_text())
+    assert trajectory["termination"] == "agent_stop"
+    said = [m["content"] for m in trajectory["messages"] if m["role"] == "assistant" and m.get("content")]
+    assert "Hello.\nCould you give me your e-mail?" in said

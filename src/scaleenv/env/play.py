@@ -5,7 +5,7 @@ Commands, one per line (typed, or piped on stdin)::
     tools                  list the task's tools
     tool NAME              one tool's description and parameters
     call NAME {JSON}       call a tool with JSON arguments (``{}`` or nothing for none)
-    say TEXT               send TEXT to the simulated user and read the reply
+    say TEXT               send TEXT to the simulated user and read the reply (\n for a line break)
     request                show the user's opening request again
     policy                 the agent's instructions: the system prompt with the domain's policy
     help                   this list
@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scaleenv.env.core import ToolEnv, make
+from scaleenv.env.core import Termination, ToolEnv, make
 from scaleenv.formats.task import chain_to_python
 from scaleenv.formats.trajectory import STOP
 
@@ -155,6 +155,7 @@ class Player:
         if not text:
             self.console.print("[red]usage: say TEXT[/red]")
             return
+        text = text.replace("\\n", "\n")  # one command per line: a line break in a message is written \n
         obs, *_ = self.env.step({"role": "assistant", "content": text})
         for m in obs:
             if m["role"] == "user":
@@ -163,7 +164,9 @@ class Player:
     def finish(self) -> dict[str, Any]:
         env = self.env
         reward = env.final_reward()
-        why = env.termination.value if env.termination else "agent_stop"
+        if env.termination is None:
+            env.termination = Termination.AGENT_STOP  # the player said done: the agent's stop, as the trajectory records
+        why = env.termination.value
         colour = "green" if reward["success"] else "red"
         self.console.print(f"[bold {colour}]reward {reward['score']:.1f}[/bold {colour}] (episode ended: {why}; "
                            f"{env.steps} steps, {env.tool_calls} tool calls, {env.tool_errors} errors)")

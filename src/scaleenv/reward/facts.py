@@ -115,12 +115,14 @@ def _dates_in(text: str) -> tuple[tuple[int, int, date, time | None], ...]:
             day = _day(g)
             if day is None:
                 continue
-            at, start = _clock(g), m.start()
+            at, start, end = _clock(g), m.start(), m.end()
+            if at is None and g.get("h") is not None:
+                end = m.start("h")  # "2026-08-18, 3 guests": a bare number after a date is no hour of it
             if at is None:
                 before = _TIME_BEFORE.search(text, max(0, start - 40), start)
                 if before is not None and (at := _clock(before.groupdict())) is not None:
                     start = before.start()
-            out.append((start, m.end(), day, at))
+            out.append((start, end, day, at))
     return tuple(sorted(out, key=lambda x: (x[0], x[1])))
 
 
