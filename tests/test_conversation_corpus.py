@@ -136,6 +136,8 @@ def test_yes_no(row: dict[str, Any]) -> None:
 # ------------------------------------------------------------------------------------------ the user's replies
 
 _REX_GOAL = "Please book a checkup for my pet Rex on 2026-05-10 and pay 120.50 for it."
+_CASE_GOAL = ("I'd like to add a new support case (subject: Cannot make international calls, details: I see an "
+              "unknown charge on this month's statement.) for my account.")
 PROFILES: dict[str, dict[str, Any]] = {
     "pet_rex": {
         "domain": "pet_care",
@@ -146,6 +148,18 @@ PROFILES: dict[str, dict[str, Any]] = {
             "identity": ["owner email", "owner full name"],
             "objectives": [{"kind": "write", "text": _REX_GOAL, "done_words": ["booked", "paid"],
                             "subject": ["checkup", "pet"]}]},
+    },
+    "telecom_case": {
+        "domain": "telecom",
+        "profile": {
+            "persona": "You are Natasha Robinson.", "goals": [_CASE_GOAL],
+            "known": {"customer email": "nrobinson@example.com", "customer full name": "Natasha Robinson",
+                      "subject": "Cannot make international calls",
+                      "details": "I see an unknown charge on this month's statement."},
+            "identity": ["customer email", "customer full name"],
+            "pushback": "Really? Can't you make an exception just this once?",
+            "objectives": [{"kind": "write", "text": _CASE_GOAL, "done_words": ["registered", "opened"],
+                            "subject": ["support case"]}]},
     },
 }
 """The users the ``reply`` rows talk to (a task reduced to its user profile and domain)."""

@@ -227,6 +227,10 @@ def _facts(r: Reading, index: int, sentence: str) -> bool:
         for kinds in kinds_asked:
             if not facts:
                 facts = [f for f in user.identity if f not in r.given and any(k in f.split() for k in kinds)]
+    if judge.asks_identity(sentence) and _WHO.search(sentence) and not any(f in user.identity for f in facts):
+        # "could you share your details so I can confirm your identity?": who it is, not a fact that happens to
+        # be called "details" (a support case's details; seed 5577, telecom/00087)
+        facts = [f for f in user.identity if f not in r.given] or facts
     if not facts and judge.asks_identity(sentence):
         facts = [f for f in user.identity if f not in r.given]
     if not facts and judge.asks_which(sentence):

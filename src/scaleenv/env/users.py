@@ -167,7 +167,7 @@ class _Message:
         """Whether the message says that something cannot be done."""
         from scaleenv.env.judge import says_cannot
 
-        return says_cannot(self.text)
+        return says_cannot(self.user.unquoted(self.text))
 
     def names(self, record_id: str) -> bool:
         """Whether the message names ``record_id``."""
@@ -266,6 +266,9 @@ class ScriptedUser(User):
         self.responders: list[str] = []
         """The responders that answered the questions of the last message read, in order (for tests and play)."""
         self.dictated = [v for v in self.known.values() if isinstance(v, str) and re.search(r"[.!?]\s", v)]
+        self.quotable = sorted((v for v in self.known.values() if isinstance(v, str) and len(v.split()) >= 3),
+                               key=len, reverse=True)
+        """The user's own texts of three words or more (a subject, a message body, a note), longest first."""
         """The user's own texts that hold a full stop (a message body it dictates): read as one piece."""
 
     def _role(self) -> str:
@@ -372,6 +375,14 @@ class ScriptedUser(User):
             parts.append(UNKNOWN)
         verdict = [p for p in parts if p.startswith((YES, WRONG, NO_ALTERNATIVE))]
         return verdict + [p for p in parts if p not in verdict], asked_any  # the yes or no first
+
+    def unquoted(self, text: str) -> str:
+        """``text`` with the user's own texts it quotes (a support case's subject "Cannot make international
+        calls", a message body) blanked: they are the user's words, not a refusal or a report of the agent's."""
+        for value in self.quotable:
+            if value in text:
+                text = text.replace(value, "[...]")
+        return text
 
     def spoken_fact(self, fact: str) -> str:
         """The value of one of the user's facts as it says it."""
@@ -480,7 +491,8 @@ class ScriptedUser(User):
         from scaleenv.env.judge import asks_to_act, questions, says_cannot
 
         reported = self.progress.reported()
-        moved = self.progress.update(agent_text)
+        own = self.unquoted(agent_text)  # the agent's own words: the user's texts it quotes say nothing of its own
+        moved = self.progress.update(own)
         correction = self._put_right(agent_text)
         if correction is not None:
             self.idle = 0
@@ -490,7 +502,7 @@ class ScriptedUser(User):
             rest = [p for p in parts if not p.startswith((YES, "No, that is not right",
                                                            NO_ALTERNATIVE, "I don't know"))]
             return " ".join([correction, *rest])
-        if not self.pushed and says_cannot(agent_text) and not asks_to_act(agent_text) \
+        if not self.pushed and says_cannot(own) and not asks_to_act(own) \
                 and self.progress.reported() == reported:
             # a refusal of what the user asked, not a go-ahead question that quotes the rule it does not
             # break (play round 21) nor a report of a change that says what the rule would forbid (round 22)
