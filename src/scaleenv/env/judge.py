@@ -41,7 +41,7 @@ def _fails(sentence: str) -> bool:
 _BLANKET = act_pattern("everything")
 _VALUE = re.compile(r"\d|\b(is|are|was|were|has|have|equals?)\b|:")
 _INTENT = re.compile(
-    r"^\W*(please(?!\s+(note|be aware|find))|let me|let's|to confirm|so you want|you want|you'd like|"
+    r"^\W*(please(?!\s+(note|be aware|find))|let me|let's|to confirm|so you want|you want|you'd like|once|if|when|"
     r"you would like|i need|we need|i want|we want|i'd like|i would like)\b|"
     r"\b(i|we)\s*('ll|will|would|am going to|'m going to|are going to|plan to|shall|need to|intend to|am about to|"
     r"'m about to)\b|\b(will be|going to|about to)\b", re.IGNORECASE)

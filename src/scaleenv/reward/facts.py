@@ -41,7 +41,7 @@ _MONTHS = {m: i + 1 for i, m in enumerate(
 _MONTH_NAME = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|" \
               r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])\.?"
 _MONTH_RE = r"(?P<mon>" + _MONTH_NAME + ")"
-_CLOCK = r"(?:(?P<h>\d{1,2})(?::(?P<mi>\d{2}))?(?::(?P<s>\d{2}))?\s*(?P<ap>[ap]\.?m\b\.?)?(?![\w:])|(?P<word>noon|midnight)\b)"
+_CLOCK = r"(?:(?P<h>\d{1,2})(?::(?P<mi>\d{2})|\.(?P<mi2>\d{2})(?=\s*[ap]\.?m\b))?(?::(?P<s>\d{2}))?\s*(?P<ap>[ap]\.?m\b\.?)?(?![\w:])|(?P<word>noon|midnight)\b)"
 """A time of day: ``10:00``, ``10:00:00``, "10am", "2:30 p.m.", "noon" (a bare hour is no time)."""
 _TIME_RE = r"(?:\s*(?:,|at|@|T)?\s*" + _CLOCK + ")?"
 _DATE_FORMS = [
@@ -58,7 +58,8 @@ _DATE_FORMS = [
     re.compile(r"(?<![\d/.-])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4})(?![\d/])" + _TIME_RE, re.IGNORECASE),
     re.compile(r"(?<![\d/.-])(?P<y>\d{4})/(?P<m>\d{1,2})/(?P<d>\d{1,2})(?![\d/])" + _TIME_RE, re.IGNORECASE),
 ]
-_TIME_BEFORE = re.compile(r"(?<![\w:.])" + _CLOCK + r"\s*(?:,|on|of)?\s*(?:the\s+)?$", re.IGNORECASE)
+_TIME_BEFORE = re.compile(r"(?<![\w:.])" + _CLOCK + r"\s*(?:,|on|of)?\s*(?:the\s+)?"
+                          r"(?:(?:mon|tues|wednes|thurs|fri|satur|sun)day,?\s+)?$", re.IGNORECASE)
 """A time said just before a date: "10:00 on June 26, 2026", "at 2pm, 2026-06-26"."""
 _YEARLESS = re.compile(r"\b" + _MONTH_NAME + r"\s+\d{1,2}(?:st|nd|rd|th)?\b|(?<![\w.])\d{1,2}(?:st|nd|rd|th)?\s+"
                        r"(?:of\s+)?(?!may\b)" + _MONTH_NAME, re.IGNORECASE)
@@ -76,6 +77,8 @@ def _clock(g: dict[str, str | None]) -> time | None:
     """The time of day a :data:`_CLOCK` match says (None for a bare hour or an impossible time)."""
     if g.get("word"):
         return time(12) if (g["word"] or "").lower() == "noon" else time(0)
+    if g.get("mi") is None and g.get("mi2") is not None:
+        g = {**g, "mi": g["mi2"]}  # "7.45am"
     if g.get("h") is None or (g.get("mi") is None and not g.get("ap")):
         return None
     hour = int(g["h"] or 0)
