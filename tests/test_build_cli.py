@@ -43,7 +43,8 @@ def test_build_check_inspect(small_universe):
     res = runner.invoke(app, ["check", str(small_universe), "--json"])
     assert res.exit_code == 0, res.output
     gates = json.loads(res.output)
-    assert gates == {"tasks": 8, "gold_pass": 8, "gold_conversational_pass": 8, **{f"{g}_zero": 8 for g in ZERO_GATES}, "failures": []}
+    assert gates == {"tasks": 8, "gold_pass": 8, "gold_conversational_pass": 8, "gold_styled_pass": 8, "styles_failed": {},
+                     **{f"{g}_zero": 8 for g in ZERO_GATES}, "failures": []}
     for name in ("spec.json", "base.sqlite", "tests.json", "graph.json", "done.json"):
         assert (small_universe / "domains" / "pet_care" / name).is_file()
     graph = json.loads((small_universe / "domains" / "pet_care" / "graph.json").read_text())

@@ -94,8 +94,8 @@ def test_tasks_pass_every_gate_and_check_accepts_the_universe(built):
     assert sum(s.get("fixture_patches", 0) for s in synth) >= 1 and sum(s["llm_patches"] for s in synth) == 0
     res = runner.invoke(app, ["check", str(u), "--json"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output) == {"tasks": 2, "gold_pass": 2, "gold_conversational_pass": 2,
-                                      **{f"{g}_zero": 2 for g in ZERO_GATES},
+    assert json.loads(res.output) == {"tasks": 2, "gold_pass": 2, "gold_conversational_pass": 2, "gold_styled_pass": 2,
+                                      "styles_failed": {}, **{f"{g}_zero": 2 for g in ZERO_GATES},
                                       "failures": []}
     res = runner.invoke(app, ["validate", str(u)])
     assert res.exit_code == 0 and "1 domains, 2 tasks" in res.output

@@ -250,7 +250,8 @@ def test_check_reports_the_conversational_oracle(cache):
     from scaleenv.report.counts import check_universe
 
     result = check_universe(cache.root)
-    assert result["gold_conversational_pass"] == result["tasks"] == result["gold_pass"] >= 16
+    assert result["gold_conversational_pass"] == result["tasks"] == result["gold_pass"] == result["gold_styled_pass"] >= 16
+    assert result["styles_failed"] == {}
     assert result["failures"] == []
 
 
