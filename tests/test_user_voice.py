@@ -60,3 +60,30 @@ def test_the_user_reads_its_own_date_and_number_in_any_written_form():
     assert reply_says(mine) == "yes", mine
     wrong = scripted_reply(task, spec, f"Shall I go ahead with the {name} {other.strftime('%B %d, %Y')}?")
     assert reply_says(wrong) == "no" and value in wrong, wrong
+
+
+def test_a_move_is_named_by_the_verb_its_description_opens_with():
+    """A player's "I am about to discontinue all four of these (RX-0046 ...). Shall I go ahead?" named
+    stop_prescription (its description: "Discontinue an active prescription. ..."), at seed 8642: every write
+    that passes only ids is named by the verb its description opens with, and never by its ids alone."""
+    import re
+
+    from scaleenv.reward.procedure import names_change, talk_words
+    from synth_helpers import context
+
+    checked = renamed = 0
+    for domain in ("healthcare_telemedicine", "telecom", "library_services"):
+        spec = context(domain, 8642).spec
+        for tool in spec.tools:
+            verb = re.findall(r"[a-z]+", tool.description.lower())[:1]
+            if tool.kind != "write" or not verb or len(verb[0]) < 4 or not tool.parameters \
+                    or any(not p.name.endswith("_id") for p in tool.parameters):
+                continue
+            args = {p.name: f"REC-{i:04d}" for i, p in enumerate(tool.parameters, 1)}
+            ids = " and ".join(args.values())
+            said = names_change(f"I am about to {verb[0]} {ids}. Shall I go ahead?", tool.name, args, spec)
+            assert said or verb[0] in talk_words(), (tool.name, verb)  # a word of ordinary talk names no move
+            assert not names_change(f"About {ids}: shall I go ahead?", tool.name, args, spec), tool.name
+            checked += 1
+            renamed += verb[0] not in tool.name
+    assert checked >= 10 and renamed >= 1

@@ -590,12 +590,27 @@ def reason_words(text: str) -> list[str]:
     dates and times are no numbers (``ENR-0076`` says nothing of 76)."""
     t = " ".join(w if not any(c.isdigit() for c in w) or _OWN_NUMBER.match(w) else " "
                  for w in _masked(text.casefold()).split())
+    for phrase, days in _day_words():
+        t = re.sub(rf"\b{re.escape(phrase)}\b", f" {days} ", t)
     for pattern, repl in _UNITS:
         t = pattern.sub(repl, t)
     for pattern, repl in _COMPARE:
         t = pattern.sub(repl, t)
     t = _NUMBER_TOKEN.sub(_canon_number, t)
     return [w for w in re.findall(r"\d+(?:\.\d+)?|[a-z]+", t) if w not in _FILLER]
+
+
+@lru_cache(maxsize=1)
+def _day_words() -> tuple[tuple[str, str], ...]:
+    """(phrase, "N days") from the data file ``reward/day_words.txt``, longest phrase first."""
+    from importlib.resources import files
+
+    out = []
+    for line in files("scaleenv.reward").joinpath("day_words.txt").read_text(encoding="utf-8").splitlines():
+        phrase, sep, days = line.split("#")[0].partition(":")
+        if sep and phrase.strip() and days.strip():
+            out.append((phrase.strip().lower(), days.strip()))
+    return tuple(sorted(out, key=lambda p: -len(p[0])))
 
 
 def _phrase_in(need: list[str], have: list[str]) -> bool:

@@ -308,7 +308,7 @@ def _action_words(spec: DomainSpec | None, tool: str, task: Task | None = None) 
     """The words that say what a write tool does: its name's words less the domain's table nouns and its
     parameters' words (``cancel`` of ``cancel_appointment``; all its name's words when none is left:
     ``request_review``), the move's declared verb and the state it leads to (``delay_match``: "delay",
-    "postponed"), and the words the task's requests use to say that move is done (its objectives'
+    "postponed"), the verb its description opens with ("discontinue" for ``stop_prescription``), and the words the task's requests use to say that move is done (its objectives'
     ``done_words`` that share one of those, less the words of ordinary talk, :func:`talk_words`:
     "discarded", "paused"; not "changed" or "now")."""
     nouns: set[str] = set()
@@ -326,6 +326,10 @@ def _action_words(spec: DomainSpec | None, tool: str, task: Task | None = None) 
             declared = the_tool.meta.get(key)
             if isinstance(declared, str):
                 words += [w for w in re.split(r"[_\W]+", declared.lower()) if len(w) >= 3 and w not in nouns]
+        # the verb its description opens with ("Discontinue a prescription." for stop_prescription: a player's
+        # "I am about to discontinue all four of these" named it; play seed 8642)
+        opening = _words(the_tool.description.lower())[:1]
+        words += [w for w in _telling(opening) if len(w) >= 4 and w.isalpha() and w not in nouns]
     if not words:  # the name says it, nouns included ("request_review")
         words = named
     if task is not None:
