@@ -360,8 +360,9 @@ def names_change(proposal: str, tool: str, args: object, spec: DomainSpec | None
     spends the yes: one such change per yes."""
     values = _nameable(args)
     new = [v for v in values if not (isinstance(v, str) and _RECORD_ID.match(_norm(v)))]
+    nothing = _said_none(proposal, args)
     for v in new:
-        if not value_stated(v, proposal, fuzzy=isinstance(v, str) and len(v) >= 40):
+        if not value_stated(v, proposal, fuzzy=isinstance(v, str) and len(v) >= 40) and v not in nothing:
             return False
     if new:
         return True  # the new values named: the change is said (the record may be named as the user knows it)
@@ -371,6 +372,21 @@ def names_change(proposal: str, tool: str, args: object, spec: DomainSpec | None
     action = _action_words(spec, tool, task)
     words = set(_words(text.replace("_", " ")))  # "in_transit" says "transit"
     return not action or any(_says_word(words, w) for w in action)
+
+
+def _said_none(proposal: str, args: object) -> list[object]:
+    """The "none" values of ``args`` that ``proposal`` says as "no" or "without" its argument's noun
+    ("with no insurance" for ``insurance: none``; a player's correct consent at seed 8642)."""
+    if not isinstance(args, Mapping):
+        return []
+    words = " ".join(_words(proposal.lower()))
+    out: list[object] = []
+    for key, value in args.items():
+        if isinstance(value, str) and value.lower() == "none":
+            noun = _words(str(key).lower())[-1:]
+            if noun and re.search(rf"\b(?:no|without)\s+(?:\w+\s+)?{re.escape(noun[0])}", words):
+                out.append(value)
+    return out
 
 
 _RECORD_TOKEN = re.compile(r"(?<![\w-])[a-z][a-z0-9]*-\d+(?![\w]|-\w)")
