@@ -28,11 +28,11 @@ Item = tuple[str, dict[str, Any]]
 
 # ------------------------------------------------------------------------------------- value forms
 
-def _iso(v: Any) -> str:
+def _iso(v: object) -> str:
     return spoken(v)
 
 
-def _when(v: Any) -> date | datetime | None:
+def _when(v: object) -> date | datetime | None:
     if isinstance(v, str) and len(v) >= 10 and v[:4].isdigit() and v[4] == "-":
         when = parse_iso(v)
         if isinstance(when, date | datetime):
@@ -44,7 +44,7 @@ def _clock(t: datetime) -> str:
     return t.strftime("%I:%M %p").lstrip("0")
 
 
-def _spoken_date(v: Any) -> str:
+def _spoken_date(v: object) -> str:
     """"May 10, 2026 at 7:45 AM" for a date or datetime; numbers grouped ("1,234.50"); other values as is."""
     when = _when(v)
     if isinstance(when, datetime):
@@ -54,7 +54,7 @@ def _spoken_date(v: Any) -> str:
     return _grouped(v)
 
 
-def _us_date(v: Any) -> str:
+def _us_date(v: object) -> str:
     """"05/10/2026 7:45 AM"; other values as is."""
     when = _when(v)
     if isinstance(when, datetime):
@@ -64,7 +64,7 @@ def _us_date(v: Any) -> str:
     return _iso(v)
 
 
-def _grouped(v: Any) -> str:
+def _grouped(v: object) -> str:
     """Thousands separators, and cents on a fraction ("1,234.50", "23,500,000")."""
     if isinstance(v, bool) or not isinstance(v, int | float):
         return _iso(v)
@@ -73,7 +73,7 @@ def _grouped(v: Any) -> str:
     return f"{v:,.2f}" if round(float(v), 2) == float(v) else f"{v:,}"
 
 
-def _in_words(v: Any) -> str:
+def _in_words(v: object) -> str:
     """Whole numbers below a hundred in words ("twenty-one"); other values as is."""
     if isinstance(v, bool) or not isinstance(v, int | float) or not float(v).is_integer() or not 0 <= v < 100:
         return _iso(v)
