@@ -586,31 +586,37 @@ def _canon_number(m: re.Match[str]) -> str:
 
 def reason_words(text: str) -> list[str]:
     """``text`` in one wording for reasons, in order: comparisons, currencies, percentages and units
-    folded, numbers bare (``$1,500.00`` is ``1500 dollars``), filler words dropped. The digits of ids,
-    dates and times are no numbers (``ENR-0076`` says nothing of 76)."""
+    folded, numbers bare (``$1,500.00`` is ``1500 dollars``), relative days counted ("today" is ``0 days``),
+    filler words dropped. The digits of ids, dates and times are no numbers (``ENR-0076`` says nothing of 76)."""
+    return list(_reason_words(text))
+
+
+@lru_cache(maxsize=8192)
+def _reason_words(text: str) -> tuple[str, ...]:
     t = " ".join(w if not any(c.isdigit() for c in w) or _OWN_NUMBER.match(w) else " "
                  for w in _masked(text.casefold()).split())
-    for phrase, days in _day_words():
-        t = re.sub(rf"\b{re.escape(phrase)}\b", f" {days} ", t)
+    days, pattern = _day_words()
+    t = pattern.sub(lambda m: f" {days[m.group()]} ", t)
     for pattern, repl in _UNITS:
         t = pattern.sub(repl, t)
     for pattern, repl in _COMPARE:
         t = pattern.sub(repl, t)
     t = _NUMBER_TOKEN.sub(_canon_number, t)
-    return [w for w in re.findall(r"\d+(?:\.\d+)?|[a-z]+", t) if w not in _FILLER]
+    return tuple(w for w in re.findall(r"\d+(?:\.\d+)?|[a-z]+", t) if w not in _FILLER)
 
 
 @lru_cache(maxsize=1)
-def _day_words() -> tuple[tuple[str, str], ...]:
-    """(phrase, "N days") from the data file ``reward/day_words.txt``, longest phrase first."""
+def _day_words() -> tuple[dict[str, str], re.Pattern[str]]:
+    """({phrase: "N days"}, one pattern of the phrases, longest first) from the data file ``reward/day_words.txt``."""
     from importlib.resources import files
 
-    out = []
+    out: dict[str, str] = {}
     for line in files("scaleenv.reward").joinpath("day_words.txt").read_text(encoding="utf-8").splitlines():
         phrase, sep, days = line.split("#")[0].partition(":")
         if sep and phrase.strip() and days.strip():
-            out.append((phrase.strip().lower(), days.strip()))
-    return tuple(sorted(out, key=lambda p: -len(p[0])))
+            out[phrase.strip().lower()] = days.strip()
+    phrases = sorted(out, key=len, reverse=True)
+    return out, re.compile(r"\b(?:" + "|".join(re.escape(p) for p in phrases) + r")\b")
 
 
 def _phrase_in(need: list[str], have: list[str]) -> bool:
@@ -727,6 +733,27 @@ _PROSE_LIMIT = 1500  # a longer message is a dump of outputs, judged whole (see 
 
 
 def last_word(fact: AnswerFact, text: str) -> tuple[bool, bool]:
+    """(value stated, rival asserted) by the message ``text``'s last word on the fact (:func:`_last_word`),
+    read once per fact and message (a dense reward asks again at every step)."""
+    try:
+        key = (fact.name, _frozen(fact.value), tuple(_frozen(r) for r in fact.rivals), text)
+        hash(key)
+    except TypeError:
+        return _last_word(fact, text)
+    return _last_word_of(key)
+
+
+def _frozen(value: Any) -> Any:
+    return (type(value).__name__, value)
+
+
+@lru_cache(maxsize=2048)
+def _last_word_of(key: tuple[Any, ...]) -> tuple[bool, bool]:
+    name, (_, value), rivals, text = key
+    return _last_word(AnswerFact(name=name, value=value, rivals=[r for _, r in rivals]), text)
+
+
+def _last_word(fact: AnswerFact, text: str) -> tuple[bool, bool]:
     """(value stated, rival asserted) by the message ``text``'s last word on the fact. The whole message is
     searched (a value may hold a full stop: "7761 Ramos Brook Apt. 287"); where it states both the value and
     a rival, the last sentence of prose that states either decides ("215.61 still due on the bill ... The

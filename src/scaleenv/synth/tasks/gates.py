@@ -230,7 +230,9 @@ def run_gates(ep: Episode, task: Task, seed: int = 0, detail: bool = False, rewa
             style = "plain" if styles is not None else drawn_style(task.id)
             scores["gold_conversational"] = converse(ep, task, OracleAgent(style), seed, shape)
             if styles:
-                styled = {name: converse(ep, task, OracleAgent(name), seed, shape) for name in styles}
+                # how it is said is judged in the binary shape whatever the shape asked for (a style changes
+                # nothing a shape weighs; the dense shape would only make it dearer)
+                styled = {name: converse(ep, task, OracleAgent(name), seed) for name in styles}
                 scores["gold_styled"] = min(styled.values())
                 details["styles_failed"] = sorted(n for n, v in styled.items() if abs(v - 1.0) > 1e-9)
     ep.reset()
