@@ -484,9 +484,6 @@ def _weighed(value_cues: list[bool], rival_cues: list[bool]) -> tuple[bool, bool
 
 # ---------------------------------------------------------------------------------------------- counts
 
-_COUNT_LIMIT = 1000
-"""A whole-number fact below this is a count: small numbers come up in talk for other reasons ("one went
-out on loan"), so a count is read with its noun where the message gives it one."""
 _STOP = re.compile(r"(?<=[.!?])\s+|\n+")
 """Where a count's noun stops being its own: the end of a sentence (a colon joins a label to its number)."""
 _WINDOW = 4
@@ -517,10 +514,18 @@ def _nouns(name: str) -> frozenset[str]:
     return frozenset(_singular(w) for w in re.findall(r"[A-Za-z]+", name) if w.lower() not in generic)
 
 
+_COUNT_LIMIT = 1000
+"""A fact whose value and rivals are all numbers below this is read with its noun where the message gives it
+one: small numbers come up in talk for other reasons ("one went out on loan", "I checked 3 of them")."""
+
+
 def _is_count(fact: AnswerFact) -> bool:
-    v = fact.value
-    return (isinstance(v, int | float) and not isinstance(v, bool) and float(v).is_integer()
-            and abs(float(v)) < _COUNT_LIMIT and bool(_nouns(fact.name)))
+    """Whether a fact is a small number whose name says what it counts or measures ("available copies", "total
+    hours by task"): "2 copies are available; one went out on loan" answers 2, and "the total hours by task
+    is 1.75 (I checked 3 of them)" answers 1.75 (seed 6262's style gate)."""
+    numbers = [fact.value, *fact.rivals]
+    return (all(isinstance(v, int | float) and not isinstance(v, bool) and abs(float(v)) < _COUNT_LIMIT
+                for v in numbers) and bool(_nouns(fact.name)))
 
 
 def _counted(text: str, nouns: frozenset[str]) -> list[tuple[float, bool, bool]]:
