@@ -34,13 +34,6 @@ installed() {  # installed NAME PID: wait for a background install, show its log
   fi
 }
 
-PHASE=${1:-all}  # all: install and test; install: the environments only; test: the tests in installed ones
-if [ "$PHASE" = test ]; then
-  for env in train openenv verifiers; do run_tests ".venv-int-$env" "$env"; done
-  echo "== integrations: all environments passed in $(( SECONDS - start )) s"
-  exit 0
-fi
-
 venv .venv-int-openenv -e . "openenv>=0.10,<0.11" pytest anyio > "$LOGS/openenv.log" 2>&1 &
 openenv_pid=$!
 venv .venv-int-verifiers -e ".[mcp,export]" "verifiers>=0.4,<0.5" pytest > "$LOGS/verifiers.log" 2>&1 &
@@ -50,13 +43,7 @@ verifiers_pid=$!
 (venv .venv-int-train "torch==2.13.0" &&
  .venv-int-train/bin/python -m pip install -q --no-compile -e ".[mcp,export,trl,verl,skyrl]" pytest \
    "torch==2.13.0") > "$LOGS/train.log" 2>&1 &
-train_pid=$!
-if [ "$PHASE" = install ]; then  # the environments only (.ci/run installs them while the main suite runs)
-  installed train "$train_pid"; installed openenv "$openenv_pid"; installed verifiers "$verifiers_pid"
-  echo "== integrations: all environments installed in $(( SECONDS - start )) s"
-  exit 0
-fi
-installed train "$train_pid"
+installed train $!
 run_tests .venv-int-train train
 installed openenv "$openenv_pid"
 run_tests .venv-int-openenv openenv
