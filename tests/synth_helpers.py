@@ -49,3 +49,15 @@ def scripted_reply(task, spec, text: str) -> str:
     user.reset(UserContext(task=task, rng=random.Random(0), spec=spec))
     asyncio.run(user.opening())
     return asyncio.run(user.reply(text))
+
+
+def built_cache(out, domains: list[str], tasks_per_domain: int, seed: int):
+    """A universe built at ``out`` (a fresh directory) for ``domains``, and its task-world cache."""
+    from scaleenv.env.cache import TaskWorldCache
+    from scaleenv.synth.build import BuildConfig, prepare_out, run_build
+    from scaleenv.universe import Universe
+
+    cfg = BuildConfig(out=out, domains=domains, tasks_per_domain=tasks_per_domain, seed=seed)
+    prepare_out(cfg)
+    run_build(cfg)
+    return TaskWorldCache(Universe(out))

@@ -24,19 +24,14 @@ from scaleenv.env.users import ScriptedUser
 from scaleenv.env.voice import phrasings
 from scaleenv.formats.task import REFUSAL_FACT
 from scaleenv.formats.trajectory import STOP
-from scaleenv.synth.build import BuildConfig, prepare_out, run_build
-from scaleenv.universe import Universe
+from synth_helpers import built_cache
 
 DOMAINS = ["telecom", "library_services", "stock_trading", "travel_agency"]
 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> TaskWorldCache:
-    out = tmp_path_factory.mktemp("invariants") / "universe"
-    cfg = BuildConfig(out=out, domains=DOMAINS, tasks_per_domain=6, seed=606)
-    prepare_out(cfg)
-    run_build(cfg)
-    return TaskWorldCache(Universe(out))
+    return built_cache(tmp_path_factory.mktemp("invariants") / "universe", DOMAINS, 6, 606)
 
 
 class _Watched(ScriptedUser):

@@ -28,10 +28,9 @@ from scaleenv.env.users import ScriptedUser
 from scaleenv.formats.trajectory import STOP
 from scaleenv.integrations.session import Session, gold_calls
 from scaleenv.reward.subgoals import REWARD_SHAPES
-from scaleenv.synth.build import BuildConfig, prepare_out, run_build
 from scaleenv.synth.tasks.gates import swap_pairs
-from scaleenv.universe import Universe
 from scaleenv.world.world import World
+from synth_helpers import built_cache
 
 DOMAINS = ["pet_care", "stock_trading", "express_logistics", "social_media_messaging"]
 HACKS = ("noop", "random", "write_all", "read_dump", "spray", "parrot")
@@ -40,11 +39,7 @@ IDENTITY_ASK = "Before I change anything, could you please verify your identity 
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory) -> TaskWorldCache:
-    out = tmp_path_factory.mktemp("integrity") / "universe"
-    cfg = BuildConfig(out=out, domains=DOMAINS, tasks_per_domain=4, seed=4242)
-    prepare_out(cfg)
-    run_build(cfg)
-    return TaskWorldCache(Universe(out))
+    return built_cache(tmp_path_factory.mktemp("integrity") / "universe", DOMAINS, 4, 4242)
 
 
 def _literal(cache: TaskWorldCache, task: Any) -> list[tuple[str, dict[str, Any]]]:
